@@ -1,0 +1,184 @@
+"""The bridge's ACP client connection to one agent process.
+
+JSON-RPC framing, request correlation and dispatch are the official SDK's (``acp.Connection``
+over its ``NdjsonTransport``). The transport is wrapped so that every message the agent sends is
+handed to the session *in wire order, before* the SDK dispatches it to a task: the SDK runs each
+notification in its own task, so this is the only place where update order is still known.
+Raw messages are kept that way too (the typed layer drops unknown variants and fields).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections import deque
+from typing import Any, Protocol
+
+import acp
+from acp import PROTOCOL_VERSION
+from acp._transport import NdjsonTransport
+from acp.connection import Connection
+from acp.exceptions import RequestError
+from acp.task import MessageSender, TaskSupervisor
+
+from .process import AgentProcess
+
+_SDK_DIR = os.path.dirname(acp.__file__)
+
+
+def _not_from_sdk(record: logging.LogRecord) -> bool:
+    return not record.pathname.startswith(_SDK_DIR)
+
+
+# The SDK logs expected events (non-JSON lines, notifications the bridge handles itself) at ERROR
+# with tracebacks, through the root logger; the bridge reports those as events instead.
+logging.getLogger().addFilter(_not_from_sdk)
+
+CLIENT_INFO = {"name": "acp-rest-bridge", "title": "ACP REST bridge", "version": "0.1.0"}
+
+
+class AgentObserver(Protocol):
+    """What the session layer provides to a connection."""
+
+    def on_incoming(self, message: dict[str, Any]) -> None:
+        """Every JSON-RPC message from the agent, in wire order. Must not await."""
+
+    def on_unparsed_line(self, line: bytes, error: str) -> None:
+        """A stdout line that is not a JSON-RPC message."""
+
+    def on_outgoing(self, message: dict[str, Any]) -> None:
+        """Every message the bridge sent to the agent."""
+
+    async def handle_request(self, method: str, params: Any, request_id: Any) -> Any:
+        """Answer an agent->client request; raise ``RequestError`` to answer an error."""
+
+
+class ObservedTransport(NdjsonTransport):
+    def __init__(self, reader: asyncio.StreamReader, sender: MessageSender, observer: AgentObserver) -> None:
+        super().__init__(reader, sender)
+        self._observer = observer
+        self._batch: deque[dict[str, Any]] = deque()
+        self.eof = asyncio.Event()
+
+    async def receive(self) -> dict[str, Any] | None:
+        while True:
+            if self._batch:
+                return self._deliver(self._batch.popleft())
+            line = await self._read_line()
+            if not line:
+                self.eof.set()
+                return None
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError as exc:
+                self._observer.on_unparsed_line(line, f"invalid JSON: {exc}")
+                continue
+            if isinstance(message, list):  # ACP v2 allows JSON-RPC batches; the SDK would drop the link
+                for entry in message:
+                    if isinstance(entry, dict):
+                        self._batch.append(entry)
+                    else:
+                        self._observer.on_unparsed_line(json.dumps(entry).encode(), "batch entry is not an object")
+                continue
+            if not isinstance(message, dict):
+                self._observer.on_unparsed_line(line, "JSON-RPC message is not an object")
+                continue
+            return self._deliver(message)
+
+    def _deliver(self, message: dict[str, Any]) -> dict[str, Any]:
+        self._observer.on_incoming(message)
+        return message
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await super().send(message)
+        self._observer.on_outgoing(message)
+
+
+class AgentConnection:
+    def __init__(self, process: AgentProcess, observer: AgentObserver) -> None:
+        self.process = process
+        self._observer = observer
+        self._supervisor = TaskSupervisor(source="acp-rest-bridge.connection")
+        sender = MessageSender(process.stdin, self._supervisor)
+        self.transport = ObservedTransport(process.stdout, sender, _Correlator(observer, self))
+        self._request_ids: dict[int, Any] = {}
+        self.conn = Connection(self._dispatch, self.transport)
+        self.agent_capabilities: dict[str, Any] = {}
+        self.agent_info: dict[str, Any] = {}
+        self.protocol_version: Any = None
+
+    # ---- client -> agent -----------------------------------------------------------------
+    async def initialize(self, client_capabilities: dict[str, Any]) -> dict[str, Any]:
+        result = await self.conn.send_request(
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "clientCapabilities": client_capabilities,
+                "clientInfo": CLIENT_INFO,
+            },
+        )
+        result = result if isinstance(result, dict) else {}
+        self.protocol_version = result.get("protocolVersion")
+        caps = result.get("agentCapabilities")
+        self.agent_capabilities = caps if isinstance(caps, dict) else {}
+        info = result.get("agentInfo")
+        self.agent_info = info if isinstance(info, dict) else {}
+        return result
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        return await self.conn.send_request(method, params)
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        await self.conn.send_notification(method, params)
+
+    @property
+    def prompt_capabilities(self) -> dict[str, Any]:
+        caps = self.agent_capabilities.get("promptCapabilities")
+        return caps if isinstance(caps, dict) else {}
+
+    async def close(self) -> None:
+        await self.conn.close()
+        await self._supervisor.shutdown()
+
+    # ---- agent -> client -----------------------------------------------------------------
+    def _remember_request(self, message: dict[str, Any]) -> None:
+        params = message.get("params")
+        if isinstance(params, dict):
+            # The SDK hands the handler the same params object; its identity links the two.
+            self._request_ids[id(params)] = message.get("id")
+
+    async def _dispatch(self, method: str, params: Any, is_notification: bool) -> Any:
+        if is_notification:
+            return None  # handled in order by the observer already
+        request_id = self._request_ids.pop(id(params), None) if isinstance(params, dict) else None
+        return await self._observer.handle_request(method, params, request_id)
+
+
+class _Correlator:
+    """Forwards to the session observer and records request ids for the dispatcher."""
+
+    def __init__(self, observer: AgentObserver, connection: AgentConnection) -> None:
+        self._observer = observer
+        self._connection = connection
+
+    def on_incoming(self, message: dict[str, Any]) -> None:
+        if "method" in message and "id" in message:
+            self._connection._remember_request(message)
+        self._observer.on_incoming(message)
+
+    def on_unparsed_line(self, line: bytes, error: str) -> None:
+        self._observer.on_unparsed_line(line, error)
+
+    def on_outgoing(self, message: dict[str, Any]) -> None:
+        self._observer.on_outgoing(message)
+
+    async def handle_request(self, method: str, params: Any, request_id: Any) -> Any:
+        return await self._observer.handle_request(method, params, request_id)
+
+
+__all__ = ["AgentConnection", "AgentObserver", "RequestError"]

@@ -1,0 +1,248 @@
+"""The built-in `mock` ACP agent: a real agent process speaking ACP v1 over stdio.
+
+It plays the legacy mock script (``script.py``) as ACP traffic. It uses only the standard library so
+that a mock session starts in tens of milliseconds (the SDK's models take about a second to import).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from typing import Any
+
+from .script import Context, Step, script_for
+
+PROTOCOL_VERSION = 1
+LINE_LIMIT = 64 * 1024 * 1024
+
+
+class MockAgent:
+    def __init__(self, reader: asyncio.StreamReader, writer: Any, pace_ms: int) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._pace = pace_ms / 1000.0
+        self._write_lock = asyncio.Lock()
+        self._next_id = 0
+        self._pending: dict[Any, asyncio.Future[Any]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._sessions: dict[str, dict[str, Any]] = {}
+        self._cancelled: set[str] = set()
+        self.client_capabilities: dict[str, Any] = {}
+
+    # ---- wire ----------------------------------------------------------------------------
+    async def write_line(self, data: bytes) -> None:
+        async with self._write_lock:
+            self._writer.write(data + b"\n")
+            await self._writer.drain()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.write_line(json.dumps(message, separators=(",", ":")).encode())
+
+    async def notify(self, method: str, params: Any) -> None:
+        await self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def request(self, method: str, params: Any) -> Any:
+        request_id = self._next_id
+        self._next_id += 1
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        await self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        return await future
+
+    async def serve(self) -> None:
+        while True:
+            try:
+                line = await self._reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:
+                line = exc.partial
+                if not line:
+                    break
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if "method" in message:
+                task = asyncio.create_task(self._handle(message))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            elif "id" in message:
+                future = self._pending.pop(message["id"], None)
+                if future is not None and not future.done():
+                    if "error" in message:
+                        future.set_result({"_error": message["error"]})
+                    else:
+                        future.set_result(message.get("result"))
+        for future in self._pending.values():
+            if not future.done():
+                future.set_result({"_error": {"code": -32603, "message": "connection closed"}})
+
+    async def _handle(self, message: dict[str, Any]) -> None:
+        method = message["method"]
+        params = message.get("params") or {}
+        is_request = "id" in message
+        try:
+            try:
+                result = await self._dispatch(method, params)
+            except _RpcError as exc:
+                if is_request:
+                    await self.send({"jsonrpc": "2.0", "id": message["id"], "error": exc.error})
+                return
+            if is_request:
+                await self.send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+        except (ConnectionError, OSError):
+            os._exit(0)  # the client went away: nothing left to talk to
+
+    # ---- agent methods -------------------------------------------------------------------
+    async def _dispatch(self, method: str, params: dict[str, Any]) -> Any:
+        if method == "initialize":
+            self.client_capabilities = params.get("clientCapabilities") or {}
+            return {
+                "protocolVersion": PROTOCOL_VERSION,
+                "agentCapabilities": {
+                    "loadSession": False,
+                    "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
+                    "mcpCapabilities": {"http": False, "sse": False},
+                },
+                "agentInfo": {"name": "mock", "title": "Mock agent", "version": "builtin"},
+                "authMethods": [],
+            }
+        if method == "session/new":
+            meta = params.get("_meta") or {}
+            legacy_id = meta.get("sandbox-agent/sessionId")
+            session_id = f"mock-{legacy_id}" if legacy_id else f"mock-{len(self._sessions) + 1}"
+            mode = meta.get("sandbox-agent/agentMode") or "build"
+            self._sessions[session_id] = {"n": 0, "cwd": params.get("cwd"), "mode": mode, "meta": meta}
+            return {
+                "sessionId": session_id,
+                "modes": {
+                    "currentModeId": mode,
+                    "availableModes": [
+                        {"id": "build", "name": "Build", "description": "Mock agent for UI testing"},
+                        {"id": "plan", "name": "Plan", "description": "Plan-only mock mode"},
+                    ],
+                },
+                "configOptions": [
+                    {
+                        "id": "model",
+                        "name": "Model",
+                        "category": "model",
+                        "type": "select",
+                        "currentValue": "mock",
+                        "options": [{"value": "mock", "name": "Mock"}],
+                    }
+                ],
+            }
+        if method == "session/prompt":
+            return await self._prompt(params)
+        if method == "session/cancel":
+            self._cancelled.add(params.get("sessionId", ""))
+            return None
+        if method == "session/set_mode":
+            session = self._session(params)
+            session["mode"] = params.get("modeId")
+            await self.notify(
+                "session/update",
+                {
+                    "sessionId": params["sessionId"],
+                    "update": {"sessionUpdate": "current_mode_update", "currentModeId": params.get("modeId")},
+                },
+            )
+            return {}
+        if method == "session/set_config_option":
+            self._session(params)
+            return {"configOptions": []}
+        raise _RpcError(-32601, f"Method not found: {method}")
+
+    def _session(self, params: dict[str, Any]) -> dict[str, Any]:
+        session = self._sessions.get(params.get("sessionId", ""))
+        if session is None:
+            raise _RpcError(-32602, "unknown session")
+        return session
+
+    async def _prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        session_id = params.get("sessionId", "")
+        session = self._session(params)
+        self._cancelled.discard(session_id)
+        text = "".join(
+            block.get("text", "") for block in params.get("prompt", []) if block.get("type") == "text"
+        )
+        session["n"] += 1
+        ctx = Context(prefix=f"mock_{session['n']}", message=text.strip(), session=session, agent=self)
+        steps = script_for(ctx)
+        for index, step in enumerate(steps):
+            if session_id in self._cancelled:
+                return {"stopReason": "cancelled"}
+            if index and self._pace:
+                await asyncio.sleep(self._pace)
+            await self.run_step(session_id, step, ctx)
+        if session_id in self._cancelled:
+            return {"stopReason": "cancelled"}
+        return {"stopReason": ctx.stop_reason}
+
+    async def run_step(self, session_id: str, step: Step, ctx: Context) -> None:
+        if "update" in step:
+            await self.notify("session/update", {"sessionId": session_id, "update": step["update"]})
+        elif "request" in step:
+            params = {"sessionId": session_id, **step.get("params", {})}
+            result = await self.request(step["request"], params)
+            if step.get("save"):
+                ctx.saved[step["save"]] = result
+        elif "notify" in step:
+            await self.notify(step["notify"], step.get("params", {}))
+        elif "raw_line" in step:
+            await self.write_line(step["raw_line"].encode())
+        elif "call" in step:
+            for sub in step["call"](ctx):
+                await self.run_step(session_id, sub, ctx)
+        elif "sleep" in step:
+            await asyncio.sleep(step["sleep"])
+        elif "exit" in step:
+            await self._writer.drain()
+            os._exit(step["exit"])
+
+
+class _RpcError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.error = {"code": code, "message": message}
+
+
+class _BlockingWriter:
+    """Stdout that is a regular file (not a pipe): plain blocking writes."""
+
+    def write(self, data: bytes) -> None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+
+    async def drain(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+async def _stdio() -> tuple[asyncio.StreamReader, Any]:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=LINE_LIMIT)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    try:
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(os.dup(sys.stdout.fileno()), "wb", 0)
+        )
+    except ValueError:
+        return reader, _BlockingWriter()
+    return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+
+
+async def main(pace_ms: int) -> None:
+    reader, writer = await _stdio()
+    agent = MockAgent(reader, writer, pace_ms)
+    await agent.serve()
+    with contextlib.suppress(Exception):
+        writer.close()

@@ -1,0 +1,166 @@
+"""The legacy mock script (behavior §10) as ACP traffic.
+
+A script is a list of steps; each step is a dict:
+
+- ``{"update": {...}}``: a ``session/update`` notification with that update
+- ``{"request": method, "params": {...}, "save": name}``: an agent->client request; the answer is
+  kept in ``ctx.saved[name]``
+- ``{"notify": method, "params": {...}}``: any other notification
+- ``{"raw_line": text}``: a line written to stdout as is (not JSON-RPC)
+- ``{"call": fn}``: ``fn(ctx)`` returns more steps, run at that point (for answers to requests)
+- ``{"sleep": seconds}`` / ``{"exit": code}``
+
+Commands are registered in ``EXACT_PROMPTS`` (whole message, case-insensitive) and ``COMMANDS``
+(first word). Native ids follow the legacy ``mock_<n>_<name>`` scheme: they travel as ACP
+``messageId``/``toolCallId`` and become the legacy ``native_item_id``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+Step = dict[str, Any]
+
+
+@dataclass
+class Context:
+    prefix: str
+    message: str
+    session: dict[str, Any]
+    agent: Any = None
+    saved: dict[str, Any] = field(default_factory=dict)
+    stop_reason: str = "end_turn"
+
+    @property
+    def words(self) -> list[str]:
+        return self.message.split()
+
+    @property
+    def rest(self) -> str:
+        return " ".join(self.words[1:])
+
+    def id(self, name: str) -> str:
+        return f"{self.prefix}_{name}"
+
+
+Script = Callable[[Context], list[Step]]
+EXACT_PROMPTS: dict[str, Script] = {}
+COMMANDS: dict[str, Script] = {}
+
+
+def command(*names: str) -> Callable[[Script], Script]:
+    def register(fn: Script) -> Script:
+        for name in names:
+            COMMANDS[name] = fn
+        return fn
+
+    return register
+
+
+def exact(*prompts: str) -> Callable[[Script], Script]:
+    def register(fn: Script) -> Script:
+        for prompt in prompts:
+            EXACT_PROMPTS[prompt.lower()] = fn
+        return fn
+
+    return register
+
+
+# ---- step builders -------------------------------------------------------------------------
+def chunk(message_id: str, text: str, kind: str = "agent_message_chunk", **meta: Any) -> Step:
+    content: dict[str, Any] = {"type": "text", "text": text}
+    if meta:
+        content["_meta"] = {f"sandbox-agent/{k}": v for k, v in meta.items()}
+    return {"update": {"sessionUpdate": kind, "messageId": message_id, "content": content}}
+
+
+def say(message_id: str, *chunks: str) -> list[Step]:
+    """An assistant message streamed as one chunk per argument."""
+    return [chunk(message_id, text) for text in chunks]
+
+
+def update(payload: dict[str, Any]) -> Step:
+    return {"update": payload}
+
+
+# ---- scripts -------------------------------------------------------------------------------
+HELP_TEXT = "\n".join(
+    [
+        "Mock agent commands:",
+        "- demo: run a full UI coverage sequence with markers.",
+        "- markdown: streaming markdown fixture.",
+        "- tool: tool call + tool result with file refs.",
+        "- status: status item updates.",
+        "- image: message with image content part.",
+        "- unknown: item.kind=unknown example.",
+        "- permission: permission requests (pending).",
+        "- question: question requests (pending).",
+        "- error: error + agent.unparsed events.",
+        "- unparsed: emit agent.unparsed only.",
+        "- end: emit session.ended.",
+        "",
+        "Any other text will be echoed as an assistant message.",
+    ]
+)
+
+MARKDOWN_CHUNKS = (
+    "# Markdown demo\n\nThis reply streams **markdown** in eight chunks, with *emphasis* and `code`.\n\n",
+    "## Lists\n\n- first item\n- second item\n  - nested item\n\n1. one\n2. two\n\n",
+    "> A blockquote, to check quoting.\n\n",
+    "```ts\nfunction greet(name: string): string {\n  return `Hello, ${name}!`;\n}\n```\n\n",
+    "| column | value |\n| --- | --- |\n| alpha | 1 |\n| beta | 2 |\n\n",
+    "A [link](https://example.com) in a sentence.\n\n",
+    "---\n\n",
+    "End of markdown demo.",
+)
+
+
+@exact("Reply with exactly the single word OK.")
+def _ok(ctx: Context) -> list[Step]:
+    return say(ctx.id("ok"), "OK")
+
+
+@exact("Reply with exactly the word FIRST.")
+def _first(ctx: Context) -> list[Step]:
+    return say(ctx.id("first"), "FIRST")
+
+
+@exact("Reply with exactly the word SECOND.")
+def _second(ctx: Context) -> list[Step]:
+    return say(ctx.id("second"), "SECOND")
+
+
+@command("help")
+def _help(ctx: Context) -> list[Step]:
+    return say(ctx.id("help"), HELP_TEXT)
+
+
+@command("echo", "say")
+def _echo(ctx: Context) -> list[Step]:
+    return say(ctx.id("echo"), ctx.rest or "Tell me what to say after `echo`.")
+
+
+@command("markdown")
+def _markdown(ctx: Context) -> list[Step]:
+    return say(ctx.id("markdown"), *MARKDOWN_CHUNKS)
+
+
+def _echo_reply(ctx: Context) -> list[Step]:
+    return say(ctx.id("reply"), ctx.message)
+
+
+def script_for(ctx: Context) -> list[Step]:
+    """The steps for one prompt. An empty message gives no steps (legacy: nothing after turn.started)."""
+    from . import commands  # noqa: F401  (registers the remaining commands)
+
+    if not ctx.message:
+        return []
+    exact_script = EXACT_PROMPTS.get(ctx.message.lower())
+    if exact_script is not None:
+        return exact_script(ctx)
+    script = COMMANDS.get(ctx.words[0].lower())
+    if script is not None:
+        return script(ctx)
+    return _echo_reply(ctx)

@@ -1,0 +1,250 @@
+"""Known agents: the legacy ids (claude, codex, opencode, amp, mock) and those of the agents file.
+
+Agents file (TOML)::
+
+    [agents.probe]
+    command = ["python3", "/abs/path/probe_agent.py", "--flag"]
+    env = { PROBE_MODE = "fast" }
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.errors import UnsupportedAgent
+
+CAPABILITY_KEYS = (
+    "planMode",
+    "permissions",
+    "questions",
+    "toolCalls",
+    "toolResults",
+    "textMessages",
+    "images",
+    "fileAttachments",
+    "sessionLifecycle",
+    "errorEvents",
+    "reasoning",
+    "status",
+    "commandExecution",
+    "fileChanges",
+    "mcpTools",
+    "streamingDeltas",
+    "itemStarted",
+    "sharedProcess",
+)
+
+
+def _caps(true_keys: str) -> dict[str, bool]:
+    on = set(true_keys.split())
+    unknown = on - set(CAPABILITY_KEYS)
+    assert not unknown, unknown
+    return {key: key in on for key in CAPABILITY_KEYS}
+
+
+# The legacy table (behavior §9.2), per legacy agent id.
+LEGACY_CAPABILITIES: dict[str, dict[str, bool]] = {
+    "claude": _caps("permissions questions toolCalls toolResults textMessages mcpTools streamingDeltas"),
+    "codex": _caps(" ".join(CAPABILITY_KEYS)),
+    "opencode": _caps(
+        "toolCalls toolResults textMessages images fileAttachments sessionLifecycle errorEvents "
+        "mcpTools streamingDeltas itemStarted sharedProcess"
+    ),
+    "amp": _caps("toolCalls toolResults textMessages errorEvents mcpTools"),
+    "mock": _caps(" ".join(k for k in CAPABILITY_KEYS if k != "sharedProcess")),
+}
+
+# What any ACP agent gives a legacy client through this bridge; refined from `initialize` once known.
+ACP_CAPABILITIES = _caps(
+    "planMode permissions questions toolCalls toolResults textMessages fileAttachments sessionLifecycle "
+    "errorEvents reasoning status commandExecution fileChanges mcpTools streamingDeltas itemStarted"
+)
+
+LEGACY_MODES: dict[str, list[dict[str, str]]] = {
+    "claude": [
+        {"id": "build", "name": "Build", "description": "Default build mode"},
+        {"id": "plan", "name": "Plan", "description": "Plan mode (prompt-only)"},
+    ],
+    "codex": [
+        {"id": "build", "name": "Build", "description": "Default build mode"},
+        {"id": "plan", "name": "Plan", "description": "Planning mode via prompt prefix"},
+    ],
+    "opencode": [
+        {"id": "build", "name": "Build", "description": "Default build mode"},
+        {"id": "plan", "name": "Plan", "description": "Planning mode"},
+        {"id": "custom", "name": "Custom", "description": "Any user-defined OpenCode agent name"},
+    ],
+    "amp": [{"id": "build", "name": "Build", "description": "Default build mode"}],
+    "mock": [
+        {"id": "build", "name": "Build", "description": "Mock agent for UI testing"},
+        {"id": "plan", "name": "Plan", "description": "Plan-only mock mode"},
+    ],
+}
+
+LEGACY_MODELS: dict[str, dict[str, Any]] = {
+    "mock": {"models": [{"id": "mock", "name": "Mock"}], "defaultModel": "mock"},
+    "amp": {"models": [{"id": "amp-default", "name": "Amp Default"}], "defaultModel": "amp-default"},
+    "claude": {
+        "models": [
+            {"id": "default", "name": "Default (recommended)"},
+            {"id": "sonnet", "name": "Sonnet"},
+            {"id": "opus", "name": "Opus"},
+            {"id": "haiku", "name": "Haiku"},
+        ],
+        "defaultModel": "default",
+    },
+}
+
+# Which agent modes and permission modes each legacy agent accepts (behavior §4.2).
+LEGACY_AGENT_MODES: dict[str, set[str] | None] = {
+    "mock": {"build", "plan"},
+    "claude": {"build", "plan"},
+    "codex": {"build", "plan"},
+    "amp": {"build"},
+    "opencode": None,  # any string: an OpenCode agent name
+}
+LEGACY_PERMISSION_MODES: dict[str, set[str]] = {
+    "mock": {"default", "plan", "bypass"},
+    "claude": {"default", "plan", "bypass", "acceptEdits"},
+    "codex": {"default", "plan", "bypass", "acceptEdits"},
+    "amp": {"default", "bypass"},
+    "opencode": {"default"},
+}
+
+CREDENTIAL_VARS = {
+    "anthropic": ("ANTHROPIC_API_KEY", "CLAUDE_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN"),
+    "openai": ("OPENAI_API_KEY", "CODEX_API_KEY"),
+}
+
+LEGACY_IDS = ("claude", "codex", "opencode", "amp", "mock")
+
+# ACP adapters that serve the legacy ids, first that resolves on PATH wins.
+LEGACY_COMMANDS: dict[str, list[list[str]]] = {
+    "claude": [["claude-agent-acp"], ["claude-code-acp"]],
+    "codex": [["codex-acp"]],
+    "opencode": [["opencode", "acp"]],
+    "amp": [["amp-acp"]],
+}
+
+
+def mock_command() -> list[str]:
+    return [sys.executable, "-m", "app.agents.mock"]
+
+
+@dataclass(slots=True)
+class AgentSpec:
+    id: str
+    command: list[str] | None
+    env: dict[str, str] = field(default_factory=dict)
+    legacy: bool = False
+    capabilities: dict[str, bool] = field(default_factory=lambda: dict(ACP_CAPABILITIES))
+
+    @property
+    def is_mock(self) -> bool:
+        return self.id == "mock"
+
+    def resolved_path(self) -> str | None:
+        if not self.command:
+            return None
+        exe = self.command[0]
+        if os.path.isabs(exe):
+            return exe if os.access(exe, os.X_OK) else None
+        return shutil.which(exe)
+
+    @property
+    def installed(self) -> bool:
+        return self.is_mock or self.resolved_path() is not None
+
+    def credentials_available(self) -> bool:
+        def has(group: str) -> bool:
+            return any(os.environ.get(var) for var in CREDENTIAL_VARS[group])
+
+        if self.id in ("claude", "amp"):
+            return has("anthropic")
+        if self.id == "codex":
+            return has("openai")
+        if self.id == "opencode":
+            return has("anthropic") or has("openai")
+        return True  # mock and custom agents: the bridge cannot tell, and asks for nothing
+
+    def allowed_agent_modes(self) -> set[str] | None:
+        """None means any mode string is passed through."""
+        if self.legacy:
+            return LEGACY_AGENT_MODES[self.id]
+        return None
+
+    def allowed_permission_modes(self) -> set[str]:
+        if self.legacy:
+            return LEGACY_PERMISSION_MODES[self.id]
+        return {"default", "plan", "bypass", "acceptEdits"}
+
+
+class AgentsFileError(ValueError):
+    pass
+
+
+def load_agents_file(path: Path) -> list[AgentSpec]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise AgentsFileError(f"cannot read agents file {path}: {exc}") from exc
+    table = data.get("agents", {})
+    if not isinstance(table, dict):
+        raise AgentsFileError(f"{path}: [agents] must be a table")
+    specs: list[AgentSpec] = []
+    for agent_id, entry in table.items():
+        if agent_id in LEGACY_IDS:
+            raise AgentsFileError(f"{path}: agent id {agent_id!r} is reserved")
+        command = entry.get("command") if isinstance(entry, dict) else None
+        if not (isinstance(command, list) and command and all(isinstance(a, str) for a in command)):
+            raise AgentsFileError(f"{path}: agents.{agent_id}.command must be a non-empty list of strings")
+        env = entry.get("env", {})
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise AgentsFileError(f"{path}: agents.{agent_id}.env must be a table of strings")
+        specs.append(AgentSpec(agent_id, list(command), dict(env)))
+    return specs
+
+
+class AgentRegistry:
+    def __init__(self, agents_file: Path | None = None, install_dir: Path | None = None) -> None:
+        self.install_dir = install_dir
+        self._agents: dict[str, AgentSpec] = {}
+        for agent_id in LEGACY_IDS:
+            self._agents[agent_id] = AgentSpec(
+                agent_id,
+                mock_command() if agent_id == "mock" else self._legacy_command(agent_id),
+                legacy=True,
+                capabilities=dict(LEGACY_CAPABILITIES[agent_id]),
+            )
+        if agents_file is not None:
+            for spec in load_agents_file(agents_file):
+                self._agents[spec.id] = spec
+
+    @staticmethod
+    def _legacy_command(agent_id: str) -> list[str]:
+        candidates = LEGACY_COMMANDS[agent_id]
+        for candidate in candidates:
+            if shutil.which(candidate[0]):
+                return candidate
+        return candidates[0]
+
+    def get(self, agent_id: str) -> AgentSpec:
+        spec = self._agents.get(agent_id)
+        if spec is None:
+            raise UnsupportedAgent(agent_id)
+        if spec.legacy and not spec.is_mock:
+            # Re-resolve: an adapter installed after start-up is picked up.
+            spec.command = self._legacy_command(agent_id)
+        return spec
+
+    def all(self) -> list[AgentSpec]:
+        return list(self._agents.values())
+
+    def mock_placeholder(self) -> Path | None:
+        return None if self.install_dir is None else self.install_dir / "mock"

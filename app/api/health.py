@@ -1,0 +1,13 @@
+from __future__ import annotations
+
+from fastapi import APIRouter
+from starlette.responses import JSONResponse
+
+from app.legacy.models import HealthResponse
+
+router = APIRouter()
+
+
+@router.get("/v1/health", operation_id="get_health", responses={200: {"model": HealthResponse}})
+async def get_health() -> JSONResponse:
+    return JSONResponse({"status": "ok"})

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from starlette.responses import JSONResponse
+
+from app.legacy.models import (
+    CreateSessionRequest,
+    CreateSessionResponse,
+    MessageRequest,
+    SessionListResponse,
+)
+from app.translate.prompt import Attachment, resolve_attachment_path
+
+from . import deps
+from .parsing import json_body, path_param
+
+router = APIRouter()
+
+
+@router.get("/v1/sessions", operation_id="list_sessions", responses={200: {"model": SessionListResponse}})
+async def list_sessions(request: Request) -> JSONResponse:
+    return JSONResponse({"sessions": [s.info() for s in deps.manager(request).list()]})
+
+
+@router.post(
+    "/v1/sessions/{session_id}", operation_id="create_session", responses={200: {"model": CreateSessionResponse}}
+)
+async def create_session(session_id: str, request: Request) -> JSONResponse:
+    body = await json_body(request, CreateSessionRequest)
+    session = await deps.manager(request).create(path_param(session_id), body.as_request())
+    return JSONResponse({"healthy": True, "nativeSessionId": session.native_session_id})
+
+
+async def accept_message(request: Request, session_id: str) -> None:
+    """Shared by messages and messages/stream: parse, check, hand the message to the session."""
+    body = await json_body(request, MessageRequest)
+    session = deps.manager(request).get(session_id)
+    attachments = [
+        Attachment(resolve_attachment_path(a.path, session.fs_root), a.mime, a.filename)
+        for a in body.attachments or []
+    ]
+    session.send_message(body.message, attachments)
+
+
+@router.post("/v1/sessions/{session_id}/messages", operation_id="post_message", status_code=204)
+async def post_message(session_id: str, request: Request) -> Response:
+    await accept_message(request, path_param(session_id))
+    return Response(status_code=204)
+
+
+@router.post("/v1/sessions/{session_id}/terminate", operation_id="terminate_session", status_code=204)
+async def terminate_session(session_id: str, request: Request) -> Response:
+    session = deps.manager(request).get(path_param(session_id))
+    await session.terminate()
+    return Response(status_code=204)

@@ -1,0 +1,142 @@
+"""``create_app(settings)`` and the ``acp-rest-bridge`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.responses import PlainTextResponse
+
+from app.agents.registry import AgentRegistry, AgentsFileError
+from app.api import agents, errors, events, health, sessions
+from app.api.middleware import AuthMiddleware, BodyLimitMiddleware, CORSMiddleware, EncodedPathMiddleware
+from app.events.store import EventStore, MemoryEventStore
+from app.sessions.manager import SessionManager
+from app.settings import Settings
+
+VERSION = "0.1.0"
+ROUTERS = [health.router, agents.router, sessions.router, events.router]
+
+
+def open_store(settings: Settings) -> EventStore:
+    return MemoryEventStore()
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    data_dir = settings.resolved_data_dir()
+    registry = AgentRegistry(settings.agents_file, install_dir=data_dir / "bin")
+    store = open_store(settings)
+    manager = SessionManager(settings, registry, store)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await manager.shutdown()
+            store.close()
+
+    app = FastAPI(
+        title="acp-rest-bridge",
+        version=VERSION,
+        description="The sandbox-agent v0.1 REST API (sessions, universal events, SSE, filesystem) "
+        "served on top of ACP coding agents.",
+        lifespan=lifespan,
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    app.state.settings = settings
+    app.state.registry = registry
+    app.state.manager = manager
+    app.state.store = store
+    errors.install(app)
+    for router in ROUTERS:
+        app.include_router(router)
+
+    @app.get("/", include_in_schema=False)
+    async def server_info() -> PlainTextResponse:
+        return PlainTextResponse(errors.SERVER_INFO)
+
+    # add_middleware wraps: the last added runs first. Order seen by a request:
+    # CORS (answers every OPTIONS) -> auth -> body limit -> encoded-path routing -> app.
+    app.add_middleware(EncodedPathMiddleware)
+    app.add_middleware(BodyLimitMiddleware, limit=settings.body_limit, on_error=errors.problem_response)
+    app.add_middleware(AuthMiddleware, token=settings.token, on_error=errors.problem_response)
+    app.add_middleware(
+        CORSMiddleware,
+        origins=settings.cors_allow_origin,
+        methods=settings.cors_allow_method,
+        headers=settings.cors_allow_header,
+        credentials=settings.cors_allow_credentials,
+    )
+    return app
+
+
+def openapi_document(app: FastAPI | None = None) -> dict[str, Any]:
+    return (app or create_app(Settings())).openapi()
+
+
+# ---- command line ------------------------------------------------------------------------------
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="acp-rest-bridge", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"acp-rest-bridge {VERSION}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    server = sub.add_parser("server", help="run the HTTP server")
+    server.add_argument("-H", "--host", help="bind address (default 127.0.0.1; env ACP_BRIDGE_HOST)")
+    server.add_argument("-p", "--port", type=int, help="port (default 2468; env ACP_BRIDGE_PORT)")
+    server.add_argument("-t", "--token", help="require this token on /v1 (env ACP_BRIDGE_TOKEN)")
+    server.add_argument("-n", "--no-token", action="store_true", default=None, help="accepted for compatibility")
+    server.add_argument("-O", "--cors-allow-origin", action="append", help="allowed CORS origin (repeatable)")
+    server.add_argument("-M", "--cors-allow-method", action="append", help="allowed CORS method (repeatable)")
+    server.add_argument("-A", "--cors-allow-header", action="append", help="allowed CORS header (repeatable)")
+    server.add_argument(
+        "-C", "--cors-allow-credentials", action="store_true", default=None, help="allow CORS credentials"
+    )
+    server.add_argument("--agents-file", type=Path, help="TOML file of extra ACP agents")
+    server.add_argument("--data-dir", type=Path, help="where events and installs are kept")
+    server.add_argument("--log-level", help="uvicorn log level (default warning)")
+
+    export = sub.add_parser("openapi", help="print the OpenAPI document this server serves")
+    export.add_argument("--out", type=Path, help="write to this file instead of stdout")
+    return parser
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    overrides = {
+        key: value
+        for key, value in vars(args).items()
+        if key not in ("command", "out") and value is not None
+    }
+    return Settings(**overrides)
+
+
+def cli(argv: Sequence[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    if args.command == "openapi":
+        document = json.dumps(openapi_document(), indent=2, ensure_ascii=False) + "\n"
+        if args.out:
+            args.out.write_text(document, encoding="utf-8")
+        else:
+            sys.stdout.write(document)
+        return
+    settings = settings_from_args(args)
+    if settings.cors_allow_credentials and (not settings.cors_allow_method or not settings.cors_allow_header):
+        sys.exit(
+            "acp-rest-bridge: --cors-allow-credentials needs explicit --cors-allow-method and "
+            "--cors-allow-header values (browsers reject credentials with wildcards)"
+        )
+    try:
+        app = create_app(settings)
+    except AgentsFileError as exc:
+        sys.exit(f"acp-rest-bridge: {exc}")
+    import uvicorn
+
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False)

@@ -1,0 +1,3 @@
+"""Imports every module that registers a client service or notification handler."""
+
+from __future__ import annotations

@@ -1,0 +1,494 @@
+"""One legacy session: an ACP agent process, its connection, its translator and its event log."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from acp.exceptions import RequestError
+
+from app.acp.connection import AgentConnection
+from app.acp.process import AgentProcess, ExitInfo
+from app.agents.registry import AgentSpec
+from app.errors import AgentNotInstalled, AgentProcessExited, InvalidRequest, StreamError, Timeout
+from app.events.log import SessionEventLog
+from app.translate.drafts import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft
+from app.translate.prompt import Attachment, prompt_blocks, user_item_parts
+from app.translate.session import SessionTranslator
+
+from . import services
+
+META = "sandbox-agent/"
+
+
+@dataclass(slots=True)
+class SessionConfig:
+    """What the create request asked for, normalised."""
+
+    agent: str
+    agent_mode: str
+    permission_mode: str
+    model: str | None
+    variant: str | None
+    agent_version: str | None = None
+    directory: str | None = None
+    title: str | None = None
+    mcp: dict[str, Any] | None = None
+    skills: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class Turn:
+    number: int
+    turn_id: str
+    message: str
+    blocks: list[dict[str, Any]]
+    user_parts: list[dict[str, Any]]
+
+
+@dataclass(slots=True)
+class PendingRequest:
+    """An agent->client request waiting for the bridge or a user to answer."""
+
+    request_id: Any
+    method: str
+    future: asyncio.Future[Any]
+    cancel_result: Any  # what the agent gets if the request is cancelled
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class Session:
+    def __init__(
+        self,
+        session_id: str,
+        spec: AgentSpec,
+        config: SessionConfig,
+        log: SessionEventLog,
+        *,
+        cwd: str,
+        fs_root: str,
+        settings: Any,
+    ) -> None:
+        self.id = session_id
+        self.spec = spec
+        self.config = config
+        self.log = log
+        self.cwd = cwd
+        self.fs_root = fs_root
+        self.settings = settings
+        self.created_at_ms = int(time.time() * 1000)
+        self.translator = SessionTranslator()
+        self.process: AgentProcess | None = None
+        self.connection: AgentConnection | None = None
+        self.native_session_id: str | None = None
+        self.new_session_result: dict[str, Any] = {}
+        self.ended = False
+        self.end_reason: str | None = None
+        self.exit_info: ExitInfo | None = None
+        self.pending: dict[Any, PendingRequest] = {}
+        # Feature areas (permissions, questions, terminals...) keep per-session state here.
+        self.extensions: dict[str, Any] = {}
+        self._started = False
+        self._early: list[EventDraft] = []
+        self._turns = 0
+        self._turn_task: asyncio.Task[None] | None = None
+        self._queued: deque[Turn] = deque()
+        self._prompt_request_ids: set[Any] = set()
+        self._responses: dict[Any, dict[str, Any]] = {}
+        self._watcher: asyncio.Task[None] | None = None
+        self._stopping: asyncio.Task[None] | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    # ---- recording -----------------------------------------------------------------------
+    def record(self, drafts: list[EventDraft]) -> None:
+        """Append drafts to the log now (never awaits, so wire order is kept)."""
+        if not self._started:
+            self._early.extend(drafts)
+            return
+        for draft in drafts:
+            self.log.append(draft)
+
+    def record_one(self, event_type: str, data: dict[str, Any], *, synthetic: bool, raw: Any = None) -> None:
+        self.record([EventDraft(event_type, data, synthetic=synthetic, raw=raw)])
+
+    # ---- start-up ------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Spawn the agent, `initialize`, `session/new`; record session.started."""
+        argv = self.spec.command
+        if not argv:
+            raise AgentNotInstalled(self.spec.id)
+        env = dict(self.spec.env)
+        if self.spec.is_mock:
+            env.setdefault("ACP_BRIDGE_MOCK_PACING_MS", str(self.settings.mock_pacing_ms))
+        try:
+            self.process = await AgentProcess.spawn(
+                argv, env=env, cwd=self.cwd, stderr_line_limit=self.settings.stderr_line_limit
+            )
+        except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+            raise AgentNotInstalled(self.spec.id, {"message": str(exc)}) from exc
+        self.connection = AgentConnection(self.process, self)
+        try:
+            await asyncio.wait_for(self._handshake(), self.settings.agent_start_timeout)
+        except BaseException as exc:
+            error = await self._start_failure(exc)
+            await self._stop_process()
+            if error is None:
+                raise
+            raise error from exc
+        self._watcher = asyncio.create_task(self._watch_process(), name=f"session-watch-{self.id}")
+        self._started = True
+        self.log.native_session_id = self.native_session_id
+        metadata = {
+            "agent": self.config.agent,
+            "agentMode": self.config.agent_mode,
+            "model": self.config.model,
+            "permissionMode": self.config.permission_mode,
+            "variant": self.config.variant,
+        }
+        self.log.append(EventDraft(SESSION_STARTED, {"metadata": metadata}, synthetic=True))
+        early, self._early = self._early, []
+        for draft in early:
+            self.log.append(draft)
+
+    async def _handshake(self) -> None:
+        assert self.connection is not None
+        await self.connection.initialize(services.client_capabilities())
+        meta = {
+            META + "sessionId": self.id,
+            META + "agent": self.config.agent,
+            META + "agentMode": self.config.agent_mode,
+            META + "permissionMode": self.config.permission_mode,
+            META + "model": self.config.model,
+            META + "variant": self.config.variant,
+            META + "agentVersion": self.config.agent_version,
+            META + "title": self.config.title,
+            META + "skills": self.config.skills,
+            META + "mcp": self.config.mcp,
+        }
+        params = {
+            "cwd": self.cwd,
+            "mcpServers": mcp_servers(self.config.mcp),
+            "_meta": {k: v for k, v in meta.items() if v is not None},
+        }
+        result = await self.connection.request("session/new", params)
+        if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
+            raise StreamError("agent answered session/new without a sessionId")
+        self.new_session_result = result
+        self.native_session_id = result["sessionId"]
+        await self._apply_modes(result)
+
+    async def _apply_modes(self, result: dict[str, Any]) -> None:
+        """Ask the agent for the requested mode/model when it offers them (session/new result)."""
+        assert self.connection is not None
+        modes = result.get("modes")
+        if isinstance(modes, dict):
+            current = modes.get("currentModeId")
+            available = {m.get("id") for m in modes.get("availableModes") or [] if isinstance(m, dict)}
+            self.translator.state.mode = current if isinstance(current, str) else None
+            wanted = self.config.agent_mode
+            if wanted in available and wanted != current:
+                await self.connection.request(
+                    "session/set_mode", {"sessionId": self.native_session_id, "modeId": wanted}
+                )
+                self.translator.state.mode = wanted
+        options = result.get("configOptions")
+        if isinstance(options, list):
+            for option in options:
+                if not isinstance(option, dict) or option.get("category") != "model":
+                    continue
+                values = {o.get("value") for o in option.get("options") or [] if isinstance(o, dict)}
+                wanted_model = self.config.model
+                if wanted_model in values and wanted_model != option.get("currentValue"):
+                    await self.connection.request(
+                        "session/set_config_option",
+                        {"sessionId": self.native_session_id, "configId": option.get("id"), "value": wanted_model},
+                    )
+
+    async def _start_failure(self, exc: BaseException) -> Exception | None:
+        """The legacy error for a failed start, once the process has had a moment to exit."""
+        if isinstance(exc, TimeoutError):
+            return Timeout(f"agent did not finish initialize/session/new in {self.settings.agent_start_timeout}s")
+        if isinstance(exc, ConnectionError | BrokenPipeError | ConnectionResetError):
+            assert self.process is not None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.process.wait(), 3.0)
+            info = self.process.exit_info()
+            code = info.code if info.code is not None else (-info.signal if info.signal else None)
+            return AgentProcessExited(self.spec.id, code, self.process.stderr.text())
+        if isinstance(exc, RequestError):
+            return StreamError(f"agent refused to start a session: {exc} ({exc.code})")
+        if isinstance(exc, Exception) and not isinstance(exc, asyncio.CancelledError):
+            return None
+        return None
+
+    # ---- messages and turns ---------------------------------------------------------------
+    def check_accepting(self) -> None:
+        if self.ended:
+            if self.end_reason == "terminated":
+                raise InvalidRequest("session terminated")
+            code = self.exit_info.code if self.exit_info else None
+            raise AgentProcessExited(self.spec.id, code, self.process.stderr.text() if self.process else None)
+
+    def send_message(self, message: str, attachments: list[Attachment]) -> None:
+        """Accept a message: its turn starts now (turn.started recorded before returning) or after
+        the turn in flight, since ACP agents take one prompt at a time."""
+        self.check_accepting()
+        assert self.connection is not None
+        image_capable = bool(self.connection.prompt_capabilities.get("image"))
+        image_data: dict[str, bytes] = {}
+        if image_capable:
+            for attachment in attachments:
+                mime = attachment.mime_type
+                if mime and mime.startswith("image/"):
+                    with contextlib.suppress(OSError):
+                        with open(attachment.path, "rb") as fh:
+                            image_data[attachment.path] = fh.read()
+        self._turns += 1
+        turn = Turn(
+            number=self._turns,
+            turn_id=f"turn_{self._turns}",
+            message=message,
+            blocks=prompt_blocks(message, attachments, image_capable=image_capable, image_data=image_data),
+            user_parts=user_item_parts(attachments),
+        )
+        if self._turn_task is None:
+            self._start_turn(turn)
+        else:
+            self._queued.append(turn)
+
+    def _start_turn(self, turn: Turn) -> None:
+        self._idle.clear()
+        self.record(self.translator.turn_started(turn.turn_id, turn.message, turn.user_parts, raw=None))
+        self._turn_task = asyncio.create_task(self._run_turn(turn), name=f"turn-{self.id}-{turn.number}")
+
+    async def _run_turn(self, turn: Turn) -> None:
+        assert self.connection is not None
+        try:
+            params = {
+                "sessionId": self.native_session_id,
+                "prompt": turn.blocks,
+                "_meta": {META + "turnId": turn.turn_id},
+            }
+            try:
+                result = await self.connection.request("session/prompt", params)
+            except RequestError as exc:
+                self.record_one(
+                    ERROR,
+                    {"message": str(exc), "code": str(exc.code), "details": exc.data},
+                    synthetic=True,
+                )
+                self.record(self.translator.turn_ended(turn.turn_id, {"stopReason": "error"}, raw=None))
+                return
+            except (ConnectionError, OSError):
+                return  # the agent is gone: the process watcher records what happened
+            stop = result.get("stopReason") if isinstance(result, dict) else None
+            metadata: dict[str, Any] = {"stopReason": stop}
+            if isinstance(result, dict) and isinstance(result.get("_meta"), dict):
+                metadata["meta"] = result["_meta"]
+            raw = self._responses.pop(self._last_prompt_id, None) if self._last_prompt_id is not None else None
+            self.record(self.translator.turn_ended(turn.turn_id, metadata, raw=raw))
+        finally:
+            self._turn_task = None
+            if self._queued and not self.ended:
+                self._start_turn(self._queued.popleft())
+            else:
+                self._queued.clear()
+                self._idle.set()
+
+    _last_prompt_id: Any = None
+
+    @property
+    def turn_running(self) -> bool:
+        return self._turn_task is not None
+
+    async def wait_idle(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    # ---- AgentObserver ---------------------------------------------------------------------
+    def on_incoming(self, message: dict[str, Any]) -> None:
+        method = message.get("method")
+        if method == "session/update":
+            self.record(self.translator.session_update(message.get("params"), message))
+        elif isinstance(method, str) and "id" in message:
+            service = services.SERVICES.get(method)
+            if service is not None and service.observe is not None:
+                service.observe(self, message)
+        elif isinstance(method, str):
+            handler = services.NOTIFICATIONS.get(method)
+            if handler is not None:
+                handler(self, message)
+            elif not method.startswith("_"):  # unknown extension notifications are ignored (ACP)
+                self.record(self.translator.unparsed(f"unknown notification: {method}", "agent.stdout", message))
+        elif "id" in message and ("result" in message or "error" in message):
+            if message.get("id") in self._prompt_request_ids:
+                self._prompt_request_ids.discard(message["id"])
+                self._responses[message["id"]] = message
+        else:
+            self.record(self.translator.unparsed("not a JSON-RPC message", "agent.stdout", message))
+
+    def on_unparsed_line(self, line: bytes, error: str) -> None:
+        text = line.decode("utf-8", "replace")
+        self.record(self.translator.unparsed(error, "agent.stdout", text))
+
+    def on_outgoing(self, message: dict[str, Any]) -> None:
+        if message.get("method") == "session/prompt":
+            self._last_prompt_id = message.get("id")
+            self._prompt_request_ids.add(message.get("id"))
+
+    async def handle_request(self, method: str, params: Any, request_id: Any) -> Any:
+        service = services.SERVICES.get(method)
+        if service is None:
+            raise RequestError.method_not_found(method)
+        return await service.handle(self, params, request_id)
+
+    # ---- pending agent requests ------------------------------------------------------------
+    def add_pending(self, key: Any, pending: PendingRequest) -> None:
+        self.pending[key] = pending
+
+    def cancel_pending(self) -> None:
+        """Answer every request still waiting with its cancel result (ACP requires it on cancel)."""
+        for key, pending in list(self.pending.items()):
+            if not pending.future.done():
+                pending.future.set_result(pending.cancel_result)
+            for hook in CANCEL_HOOKS:
+                hook(self, key, pending)
+        self.pending.clear()
+
+    # ---- ending ----------------------------------------------------------------------------
+    async def terminate(self) -> None:
+        """Legacy terminate: cancel the turn, answer pending requests, stop the process group,
+        record exactly one session.ended. Idempotent."""
+        if self.ended:
+            if self._stopping is not None:
+                await asyncio.shield(self._stopping)
+            return
+        self.ended = True
+        self.end_reason = "terminated"
+        self._queued.clear()
+        if self._turn_task is not None and self.connection is not None:
+            with contextlib.suppress(Exception):
+                await self.connection.notify("session/cancel", {"sessionId": self.native_session_id})
+            self.cancel_pending()
+            await self.wait_idle(self.settings.cancel_grace)
+        self.cancel_pending()
+        self.record(self.translator.flush())
+        self.record_one(SESSION_ENDED, {"reason": "terminated", "terminated_by": "daemon"}, synthetic=True)
+        self._stopping = asyncio.create_task(self._stop_process())
+        await asyncio.shield(self._stopping)
+
+    async def _stop_process(self) -> None:
+        if self.connection is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.connection.close(), 2.0)
+        if self.process is not None:
+            await self.process.stop(self.settings.agent_kill_grace)
+        if self._turn_task is not None:
+            self._turn_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._turn_task
+
+    async def _watch_process(self) -> None:
+        assert self.process is not None and self.connection is not None
+        await self.process.wait()
+        # Everything the agent wrote before it died is processed before its death is recorded.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.connection.transport.eof.wait(), 2.0)
+        if self.ended:
+            return
+        self.ended = True
+        self.end_reason = "error"
+        self.exit_info = self.process.exit_info()
+        self.cancel_pending()
+        message = self.exit_info.description
+        self.record(self.translator.flush())
+        self.record_one(ERROR, {"message": message, "code": "process_exit", "details": None}, synthetic=True)
+        ended: dict[str, Any] = {"reason": "error", "terminated_by": "agent", "message": message}
+        ended["exit_code"] = self.exit_info.code if self.exit_info.code is not None else -(self.exit_info.signal or 0)
+        ended["stderr"] = self.process.stderr.output()
+        self.record_one(SESSION_ENDED, ended, synthetic=True)
+        self._stopping = asyncio.create_task(self._stop_process())
+
+    async def shutdown(self) -> None:
+        """Server shutdown: stop the agent without recording anything more."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+        self.ended = True
+        self.end_reason = self.end_reason or "terminated"
+        self.cancel_pending()
+        await self._stop_process()
+
+    # ---- SessionInfo -------------------------------------------------------------------------
+    def info(self) -> dict[str, Any]:
+        state = self.translator.state
+        info: dict[str, Any] = {
+            "sessionId": self.id,
+            "agent": self.config.agent,
+            "agentMode": self.config.agent_mode,
+            "permissionMode": self.config.permission_mode,
+            "model": state.model or self.config.model,
+            "variant": self.config.variant,
+            "nativeSessionId": self.native_session_id,
+            "ended": self.ended,
+            "eventCount": self.log.count,
+            "createdAt": self.created_at_ms,
+            "updatedAt": max(self.created_at_ms, self.log.updated_ns // 1_000_000),
+            "directory": self.config.directory,
+            "title": state.title if state.title is not None else self.config.title,
+        }
+        if self.config.mcp is not None:
+            info["mcp"] = self.config.mcp
+        if self.config.skills is not None:
+            info["skills"] = self.config.skills
+        return info
+
+
+CancelHook = Any
+# Called for each pending request when it is cancelled (feature areas record their resolved events).
+CANCEL_HOOKS: list[Any] = []
+
+
+def mcp_servers(mcp: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Legacy `mcp` map -> ACP ``mcpServers`` (stdio without ``type``; http/sse with ``type``)."""
+    servers: list[dict[str, Any]] = []
+    for name, config in (mcp or {}).items():
+        if not isinstance(config, dict) or config.get("enabled") is False:
+            continue
+        if config.get("type") in ("local", "stdio"):
+            command = config.get("command")
+            args = list(config.get("args") or [])
+            if isinstance(command, list):
+                command, args = (command[0] if command else ""), [*command[1:], *args]
+            env = config.get("env") or {}
+            servers.append(
+                {
+                    "name": name,
+                    "command": command,
+                    "args": args,
+                    "env": [{"name": k, "value": str(v)} for k, v in env.items()],
+                }
+            )
+        else:
+            headers = config.get("headers") or {}
+            servers.append(
+                {
+                    "type": "sse" if config.get("transport") == "sse" else "http",
+                    "name": name,
+                    "url": config.get("url"),
+                    "headers": [{"name": k, "value": str(v)} for k, v in headers.items()],
+                }
+            )
+    return servers
+
+
+def server_cwd() -> str:
+    return os.getcwd()

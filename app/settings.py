@@ -1,0 +1,51 @@
+"""Server settings. Every field reads an ``ACP_BRIDGE_<NAME>`` environment variable; CLI flags win."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ACP_BRIDGE_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 2468
+    token: str | None = None
+    # Legacy flag: accepted for compatibility; auth is off exactly when no token is set.
+    no_token: bool = False
+
+    cors_allow_origin: list[str] = Field(default_factory=list)
+    cors_allow_method: list[str] = Field(default_factory=list)
+    cors_allow_header: list[str] = Field(default_factory=list)
+    cors_allow_credentials: bool = False
+
+    agents_file: Path | None = None
+    data_dir: Path = Path("~/.local/share/acp-rest-bridge")
+
+    # Seconds allowed for `initialize` + `session/new` before create answers 504.
+    agent_start_timeout: float = 30.0
+    # Seconds between SIGTERM and SIGKILL when an agent's process group is stopped.
+    agent_kill_grace: float = 1.0
+    # Seconds a terminate waits for the agent to answer `session/cancel` before stopping it.
+    cancel_grace: float = 0.5
+    # Bytes of agent stderr kept per stderr line (longer lines are cut).
+    stderr_line_limit: int = 4096
+
+    # Largest accepted request body (fs PUT and upload-batch included), as legacy: 2 MiB.
+    body_limit: int = 2 * 1024 * 1024
+
+    # SSE comment keep-alive interval, seconds (0 disables).
+    sse_keepalive: float = 15.0
+    # A reader that accepts no data for this long is dropped.
+    sse_send_timeout: float = 30.0
+
+    # Milliseconds between the mock agent's scripted steps (legacy paced at 200).
+    mock_pacing_ms: int = 0
+
+    log_level: str = "warning"
+
+    def resolved_data_dir(self) -> Path:
+        return self.data_dir.expanduser().resolve()

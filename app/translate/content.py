@@ -1,0 +1,86 @@
+"""ACP ContentBlock <-> legacy ContentPart."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+META_PREFIX = "sandbox-agent/"
+
+
+def meta_get(obj: Any, key: str, default: Any = None) -> Any:
+    """``obj._meta["sandbox-agent/<key>"]`` when present; never required."""
+    if not isinstance(obj, dict):
+        return default
+    meta = obj.get("_meta")
+    if not isinstance(meta, dict):
+        return default
+    return meta.get(META_PREFIX + key, default)
+
+
+def uri_to_path(uri: str) -> str:
+    if uri.startswith("file://"):
+        return unquote(urlparse(uri).path)
+    return uri
+
+
+def block_text(block: Any) -> str | None:
+    if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+        return block["text"]
+    return None
+
+
+def block_to_part(block: Any, *, reasoning: bool = False) -> dict[str, Any]:
+    """One ContentBlock as one legacy ContentPart. Unknown blocks are kept as a json part."""
+    if not isinstance(block, dict):
+        return {"type": "json", "json": block}
+    kind = block.get("type")
+    if kind == "text" and isinstance(block.get("text"), str):
+        if reasoning:
+            visibility = meta_get(block, "reasoningVisibility", "public")
+            if visibility not in ("public", "private"):
+                visibility = "public"
+            return {"type": "reasoning", "text": block["text"], "visibility": visibility}
+        return {"type": "text", "text": block["text"]}
+    if kind == "image":
+        path = block.get("uri")
+        if not isinstance(path, str) or not path:
+            path = meta_get(block, "path", "")
+        return {"type": "image", "path": uri_to_path(path), "mime": block.get("mimeType")}
+    if kind == "resource_link" and isinstance(block.get("uri"), str):
+        return {"type": "file_ref", "path": uri_to_path(block["uri"]), "action": "read", "diff": None}
+    if kind == "resource" and isinstance(block.get("resource"), dict):
+        resource = block["resource"]
+        text = resource.get("text")
+        if isinstance(text, str):
+            if resource.get("mimeType") == "application/json":
+                try:
+                    return {"type": "json", "json": json.loads(text)}
+                except ValueError:
+                    pass
+            return {"type": "text", "text": text}
+    return {"type": "json", "json": block}
+
+
+def part_delta(part: dict[str, Any]) -> str | None:
+    """The text a part contributes to an item.delta."""
+    if part["type"] in ("text", "reasoning"):
+        return part["text"]
+    return None
+
+
+def merge_part(parts: list[dict[str, Any]], part: dict[str, Any]) -> None:
+    """Append a streamed part, joining consecutive text (or same-visibility reasoning) chunks."""
+    if parts:
+        last = parts[-1]
+        if last["type"] == part["type"] == "text":
+            last["text"] += part["text"]
+            return
+        if (
+            last["type"] == part["type"] == "reasoning"
+            and last["visibility"] == part["visibility"]
+        ):
+            last["text"] += part["text"]
+            return
+    parts.append(dict(part))

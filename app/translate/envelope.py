@@ -1,0 +1,68 @@
+"""The legacy UniversalEvent envelope: time format and key order (behavior §5.1)."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON as the legacy server wrote it."""
+    return _dumps(value)
+
+
+def format_time(ns: int) -> str:
+    """RFC 3339 UTC with ``Z``; fraction only when non-zero, trailing zeros dropped."""
+    seconds, frac = divmod(ns, 1_000_000_000)
+    base = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    if frac:
+        return f"{base}.{frac:09d}".rstrip("0") + "Z"
+    return base + "Z"
+
+
+def now_ns() -> int:
+    return time.time_ns()
+
+
+def envelope_json(
+    *,
+    sequence: int,
+    time_ns: int,
+    session_id: str,
+    native_session_id: str | None,
+    synthetic: bool,
+    event_type: str,
+    data: dict[str, Any],
+) -> str:
+    """The event as compact JSON with ``"raw":null`` as its last member.
+
+    Keeping raw last lets readers that asked for include_raw splice the stored raw JSON in
+    without parsing the event again.
+    """
+    event = {
+        "event_id": f"evt_{sequence}",
+        "sequence": sequence,
+        "time": format_time(time_ns),
+        "session_id": session_id,
+        "native_session_id": native_session_id,
+        "synthetic": synthetic,
+        "source": "daemon" if synthetic else "agent",
+        "type": event_type,
+        "data": data,
+        "raw": None,
+    }
+    return _dumps(event)
+
+
+RAW_NULL_SUFFIX = '"raw":null}'
+
+
+def with_raw(event_json: str, raw_json: str | None) -> str:
+    """Splice the stored raw JSON into an event serialised by :func:`envelope_json`."""
+    if raw_json is None or raw_json == "null":
+        return event_json
+    return event_json[: -len(RAW_NULL_SUFFIX)] + '"raw":' + raw_json + "}"

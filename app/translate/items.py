@@ -1,0 +1,104 @@
+"""Item identity and the legacy item lifecycle rules (behavior §5.4 and §5.5)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from .drafts import ITEM_COMPLETED, ITEM_DELTA, ITEM_STARTED, EventDraft
+
+
+class ItemIds:
+    """``itm_<n>`` per session; every native id keeps the item id it was first given."""
+
+    def __init__(self) -> None:
+        self._n = 0
+        self._by_native: dict[str, str] = {}
+
+    def fresh(self) -> str:
+        self._n += 1
+        return f"itm_{self._n}"
+
+    def for_native(self, native_id: str | None) -> str:
+        if native_id is None or native_id == "":
+            return self.fresh()
+        item_id = self._by_native.get(native_id)
+        if item_id is None:
+            item_id = self._by_native[native_id] = self.fresh()
+        return item_id
+
+    def known(self, native_id: str) -> str | None:
+        return self._by_native.get(native_id)
+
+    def parent(self, parent_id: str | None) -> str | None:
+        """A parent not starting with ``itm_`` is a native id and is mapped."""
+        if parent_id is None or parent_id.startswith("itm_"):
+            return parent_id
+        return self.for_native(parent_id)
+
+
+def make_item(
+    *,
+    item_id: str,
+    native_item_id: str | None,
+    kind: str,
+    role: str | None,
+    content: list[dict[str, Any]],
+    status: str,
+    parent_id: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "item_id": item_id,
+        "native_item_id": native_item_id,
+        "parent_id": parent_id,
+        "kind": kind,
+        "role": role,
+        "content": content,
+        "status": status,
+    }
+
+
+class ItemLifecycle:
+    """Enforces started -> delta* -> completed per item, adding what the legacy daemon added."""
+
+    def __init__(self) -> None:
+        self._started: set[str] = set()
+        self._delta_seen: set[str] = set()
+
+    def is_started(self, item_id: str) -> bool:
+        return item_id in self._started
+
+    def started(self, item: dict[str, Any], *, raw: Any = None, synthetic: bool = False) -> list[EventDraft]:
+        item_id = item["item_id"]
+        if item_id in self._started:
+            return []  # a second item.started is dropped (§5.5 rule 4)
+        self._started.add(item_id)
+        return [EventDraft(ITEM_STARTED, {"item": item}, synthetic=synthetic, raw=raw)]
+
+    def delta(
+        self, item_id: str, native_item_id: str | None, delta: str, *, raw: Any = None, synthetic: bool = False
+    ) -> list[EventDraft]:
+        self._delta_seen.add(item_id)
+        data = {"item_id": item_id, "native_item_id": native_item_id, "delta": delta}
+        return [EventDraft(ITEM_DELTA, data, synthetic=synthetic, raw=raw)]
+
+    def completed(self, item: dict[str, Any], *, raw: Any = None, synthetic: bool = False) -> list[EventDraft]:
+        item_id = item["item_id"]
+        out: list[EventDraft] = []
+        if item_id not in self._started:
+            self._started.add(item_id)
+            started = copy.deepcopy(item)
+            started["status"] = "in_progress"
+            out.append(EventDraft(ITEM_STARTED, {"item": started}, synthetic=True, raw=raw))
+        if (
+            item["kind"] == "message"
+            and item.get("role") != "user"
+            and item_id not in self._delta_seen
+        ):
+            texts = [part["text"] for part in item["content"] if part.get("type") == "text"]
+            if texts:
+                self._delta_seen.add(item_id)
+                data = {"item_id": item_id, "native_item_id": item["native_item_id"], "delta": "\n".join(texts)}
+                out.append(EventDraft(ITEM_DELTA, data, synthetic=True, raw=raw))
+        out.append(EventDraft(ITEM_COMPLETED, {"item": item}, synthetic=synthetic, raw=raw))
+        return out

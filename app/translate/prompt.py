@@ -1,0 +1,78 @@
+"""Legacy message + attachments -> ACP ``session/prompt`` content blocks, and the user item parts."""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+import os
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+from urllib.parse import quote
+
+
+@dataclass(slots=True)
+class Attachment:
+    path: str  # absolute
+    mime: str | None = None
+    filename: str | None = None
+
+    @property
+    def mime_type(self) -> str | None:
+        return self.mime or mimetypes.guess_type(self.path)[0]
+
+
+def file_uri(path: str) -> str:
+    return "file://" + quote(path)
+
+
+def prompt_blocks(
+    message: str,
+    attachments: list[Attachment],
+    *,
+    image_capable: bool,
+    image_data: dict[str, bytes],
+) -> list[dict[str, Any]]:
+    """Text first, then one block per attachment: an ``image`` block when the agent takes images and
+    the file could be read, otherwise a ``resource_link``."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": message}]
+    for attachment in attachments:
+        mime = attachment.mime_type
+        data = image_data.get(attachment.path)
+        if image_capable and mime and mime.startswith("image/") and data is not None:
+            blocks.append(
+                {
+                    "type": "image",
+                    "data": base64.b64encode(data).decode("ascii"),
+                    "mimeType": mime,
+                    "uri": file_uri(attachment.path),
+                }
+            )
+            continue
+        link: dict[str, Any] = {
+            "type": "resource_link",
+            "uri": file_uri(attachment.path),
+            "name": attachment.filename or PurePosixPath(attachment.path).name or attachment.path,
+        }
+        if attachment.filename:
+            link["title"] = attachment.filename
+        if mime:
+            link["mimeType"] = mime
+        blocks.append(link)
+    return blocks
+
+
+def user_item_parts(attachments: list[Attachment]) -> list[dict[str, Any]]:
+    """The attachments as parts of the user's message item."""
+    parts: list[dict[str, Any]] = []
+    for attachment in attachments:
+        mime = attachment.mime_type
+        if mime and mime.startswith("image/"):
+            parts.append({"type": "image", "path": attachment.path, "mime": mime})
+        else:
+            parts.append({"type": "file_ref", "path": attachment.path, "action": "read", "diff": None})
+    return parts
+
+
+def resolve_attachment_path(path: str, root: str) -> str:
+    return path if os.path.isabs(path) else os.path.normpath(os.path.join(root, path))
