@@ -51,6 +51,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         docs_url="/docs",
         redoc_url=None,
+        redirect_slashes=False,  # legacy: no trailing-slash tolerance
     )
     app.state.settings = settings
     app.state.registry = registry
@@ -110,11 +111,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    overrides = {
-        key: value
-        for key, value in vars(args).items()
-        if key not in ("command", "out") and value is not None
-    }
+    overrides = {key: value for key, value in vars(args).items() if key not in ("command", "out") and value is not None}
     return Settings(**overrides)
 
 

@@ -63,9 +63,7 @@ async def install_agent(agent: str, request: Request) -> Response:
 @router.get("/v1/agents/{agent}/modes", operation_id="get_agent_modes", responses={200: {"model": AgentModesResponse}})
 async def get_agent_modes(agent: str, request: Request) -> JSONResponse:
     spec = deps.registry(request).get(path_param(agent))
-    modes = LEGACY_MODES.get(spec.id) or [
-        {"id": "build", "name": "Build", "description": "Default build mode"}
-    ]
+    modes = LEGACY_MODES.get(spec.id) or [{"id": "build", "name": "Build", "description": "Default build mode"}]
     return JSONResponse({"modes": modes})
 
 

@@ -42,12 +42,8 @@ async def json_body(request: Request, model: type[M]) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        errors = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}" for err in exc.errors()
-        )
-        raise RequestFormatError(
-            f"Failed to deserialize the JSON body into the target type: {errors}", 422
-        ) from exc
+        errors = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}" for err in exc.errors())
+        raise RequestFormatError(f"Failed to deserialize the JSON body into the target type: {errors}", 422) from exc
 
 
 class Query:

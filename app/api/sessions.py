@@ -36,8 +36,7 @@ async def accept_message(request: Request, session_id: str) -> None:
     body = await json_body(request, MessageRequest)
     session = deps.manager(request).get(session_id)
     attachments = [
-        Attachment(resolve_attachment_path(a.path, session.fs_root), a.mime, a.filename)
-        for a in body.attachments or []
+        Attachment(resolve_attachment_path(a.path, session.fs_root), a.mime, a.filename) for a in body.attachments or []
     ]
     session.send_message(body.message, attachments)
 

@@ -12,6 +12,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+
 from app.translate.drafts import EventDraft
 from app.translate.envelope import dumps, envelope_json, now_ns, with_raw
 
@@ -183,4 +184,3 @@ class SessionEventLog:
     @property
     def subscriber_count(self) -> int:
         return len(self._subscribers)
-

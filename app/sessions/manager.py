@@ -96,9 +96,7 @@ class SessionManager:
                 if not os.path.isdir(cwd):
                     raise InvalidRequest(f"directory not found: {cwd}")
             log = SessionEventLog(session_id, self.store)
-            session = Session(
-                session_id, spec, config, log, cwd=cwd, fs_root=fs_root, settings=self.settings
-            )
+            session = Session(session_id, spec, config, log, cwd=cwd, fs_root=fs_root, settings=self.settings)
             await session.start()
             self._sessions[session_id] = session
             return session

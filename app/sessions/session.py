@@ -7,6 +7,7 @@ import contextlib
 import os
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +103,7 @@ class Session:
         self._responses: dict[Any, dict[str, Any]] = {}
         self._watcher: asyncio.Task[None] | None = None
         self._stopping: asyncio.Task[None] | None = None
+        self._last_prompt_id: Any = None
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -301,8 +303,6 @@ class Session:
                 self._queued.clear()
                 self._idle.set()
 
-    _last_prompt_id: Any = None
-
     @property
     def turn_running(self) -> bool:
         return self._turn_task is not None
@@ -387,6 +387,9 @@ class Session:
         await asyncio.shield(self._stopping)
 
     async def _stop_process(self) -> None:
+        for hook in END_HOOKS:
+            with contextlib.suppress(Exception):
+                await hook(self)
         if self.connection is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.connection.close(), 2.0)
@@ -452,9 +455,12 @@ class Session:
         return info
 
 
-CancelHook = Any
-# Called for each pending request when it is cancelled (feature areas record their resolved events).
-CANCEL_HOOKS: list[Any] = []
+# Called for each pending request when it is cancelled: (session, key, pending). Feature areas
+# record their resolved events here.
+CANCEL_HOOKS: list[Callable[[Session, Any, PendingRequest], None]] = []
+# Awaited when the session's agent is being stopped (terminate, agent exit, server shutdown), before
+# the process group is killed: release what the session holds (terminals, files).
+END_HOOKS: list[Callable[[Session], Awaitable[None]]] = []
 
 
 def mcp_servers(mcp: dict[str, Any] | None) -> list[dict[str, Any]]:

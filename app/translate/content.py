@@ -77,10 +77,7 @@ def merge_part(parts: list[dict[str, Any]], part: dict[str, Any]) -> None:
         if last["type"] == part["type"] == "text":
             last["text"] += part["text"]
             return
-        if (
-            last["type"] == part["type"] == "reasoning"
-            and last["visibility"] == part["visibility"]
-        ):
+        if last["type"] == part["type"] == "reasoning" and last["visibility"] == part["visibility"]:
             last["text"] += part["text"]
             return
     parts.append(dict(part))

@@ -90,11 +90,7 @@ class ItemLifecycle:
             started = copy.deepcopy(item)
             started["status"] = "in_progress"
             out.append(EventDraft(ITEM_STARTED, {"item": started}, synthetic=True, raw=raw))
-        if (
-            item["kind"] == "message"
-            and item.get("role") != "user"
-            and item_id not in self._delta_seen
-        ):
+        if item["kind"] == "message" and item.get("role") != "user" and item_id not in self._delta_seen:
             texts = [part["text"] for part in item["content"] if part.get("type") == "text"]
             if texts:
                 self._delta_seen.add(item_id)

@@ -73,9 +73,7 @@ class SessionTranslator:
             return self.messages.chunk(update, raw)
         handler = UPDATE_HANDLERS.get(kind)
         if handler is None:
-            return self.messages.close() + self.unparsed(
-                f"unknown sessionUpdate: {kind}", "session/update", raw
-            )
+            return self.messages.close() + self.unparsed(f"unknown sessionUpdate: {kind}", "session/update", raw)
         try:
             return handler(self, update, raw)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -169,9 +169,7 @@ class MockAgent:
         session_id = params.get("sessionId", "")
         session = self._session(params)
         self._cancelled.discard(session_id)
-        text = "".join(
-            block.get("text", "") for block in params.get("prompt", []) if block.get("type") == "text"
-        )
+        text = "".join(block.get("text", "") for block in params.get("prompt", []) if block.get("type") == "text")
         session["n"] += 1
         ctx = Context(prefix=f"mock_{session['n']}", message=text.strip(), session=session, agent=self)
         steps = script_for(ctx)

@@ -1,0 +1,210 @@
+"""Test support: a real bridge server process on 127.0.0.1, legacy SSE parsing, polling helpers.
+
+Every wait is bounded; waits are for events, never sleeps to let things settle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+PROBES = Path(__file__).resolve().parent / "probes"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Bridge:
+    """A running `acp-rest-bridge server` process."""
+
+    url: str
+    proc: subprocess.Popen[bytes]
+    data_dir: Path
+    token: str | None = None
+    log_path: Path | None = None
+    clients: list[httpx.Client] = field(default_factory=list)
+
+    def client(self, token: str | None = None, timeout: float = 20.0) -> httpx.Client:
+        headers = {}
+        tok = token if token is not None else self.token
+        if tok:
+            headers["Authorization"] = f"Bearer {tok}"
+        client = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        self.clients.append(client)
+        return client
+
+    def stop(self) -> None:
+        for client in self.clients:
+            client.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+
+
+def start_bridge(
+    tmp: Path,
+    *args: str,
+    token: str | None = None,
+    env: dict[str, str] | None = None,
+    data_dir: Path | None = None,
+    cwd: Path | None = None,
+    port: int | None = None,
+) -> Bridge:
+    port = port or free_port()
+    data_dir = data_dir or (tmp / "data")
+    log_path = tmp / f"bridge-{port}.log"
+    argv = [sys.executable, "-m", "app", "server", "--port", str(port), "--data-dir", str(data_dir), *args]
+    if token:
+        argv += ["--token", token]
+    full_env = {**os.environ, **(env or {})}
+    full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=full_env, cwd=cwd or tmp)
+    bridge = Bridge(f"http://127.0.0.1:{port}", proc, data_dir, token, log_path)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"bridge exited with {proc.returncode}:\n{bridge.log()}")
+        try:
+            if httpx.get(bridge.url + "/v1/health", timeout=1).status_code == 200:
+                return bridge
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    bridge.stop()
+    raise RuntimeError(f"bridge did not become healthy:\n{bridge.log()}")
+
+
+# ---- legacy SSE parsing (behavior §6.2: split on blank lines, keep data: lines) -------------------
+def parse_sse_frames(text: str) -> list[dict[str, Any]]:
+    events = []
+    for frame in text.replace("\r\n", "\n").split("\n\n"):
+        data = [line[5:].strip() for line in frame.split("\n") if line.startswith("data:")]
+        if data:
+            events.append(json.loads("\n".join(data)))
+    return events
+
+
+def iter_sse(response: httpx.Response) -> Iterator[dict[str, Any]]:
+    """Events of a streaming SSE response, as they arrive."""
+    buffer = ""
+    for chunk in response.iter_text():
+        buffer += chunk.replace("\r\n", "\n")
+        while "\n\n" in buffer:
+            frame, buffer = buffer.split("\n\n", 1)
+            data = [line[5:].strip() for line in frame.split("\n") if line.startswith("data:")]
+            if data:
+                yield json.loads("\n".join(data))
+
+
+def read_sse_until(
+    response: httpx.Response, stop: Callable[[dict[str, Any]], bool], limit: int = 100_000
+) -> list[dict[str, Any]]:
+    out = []
+    for event in iter_sse(response):
+        out.append(event)
+        if stop(event) or len(out) >= limit:
+            break
+    return out
+
+
+# ---- REST helpers --------------------------------------------------------------------------------
+def create_session(client: httpx.Client, session_id: str, agent: str = "mock", **fields: Any) -> dict[str, Any]:
+    response = client.post(f"/v1/sessions/{session_id}", json={"agent": agent, **fields})
+    assert response.status_code == 200, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+def send(client: httpx.Client, session_id: str, message: str, **fields: Any) -> None:
+    response = client.post(f"/v1/sessions/{session_id}/messages", json={"message": message, **fields})
+    assert response.status_code == 204, response.text
+
+
+def events(client: httpx.Client, session_id: str, offset: int = 0, **params: Any) -> list[dict[str, Any]]:
+    response = client.get(f"/v1/sessions/{session_id}/events", params={"offset": offset, **params})
+    assert response.status_code == 200, response.text
+    return response.json()["events"]  # type: ignore[no-any-return]
+
+
+def wait_for_events(
+    client: httpx.Client,
+    session_id: str,
+    until: Callable[[list[dict[str, Any]]], bool],
+    *,
+    offset: int = 0,
+    timeout: float = 15.0,
+    include_raw: bool = False,
+) -> list[dict[str, Any]]:
+    """Follow the session's SSE stream from ``offset`` until ``until(events so far)`` holds."""
+    params = {"offset": offset}
+    if include_raw:
+        params["include_raw"] = "true"
+    seen: list[dict[str, Any]] = []
+    with client.stream(
+        "GET", f"/v1/sessions/{session_id}/events/sse", params=params, timeout=httpx.Timeout(timeout)
+    ) as response:
+        assert response.status_code == 200, response.read()
+        deadline = time.monotonic() + timeout
+        for event in iter_sse(response):
+            seen.append(event)
+            if until(seen):
+                return seen
+            if time.monotonic() > deadline:
+                break
+    raise AssertionError(f"condition not met within {timeout}s; events: {[e['type'] for e in seen]}")
+
+
+def until_type(event_type: str, count: int = 1) -> Callable[[list[dict[str, Any]]], bool]:
+    return lambda evs: sum(1 for e in evs if e["type"] == event_type) >= count
+
+
+def types(evs: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in evs]
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie is not alive for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
