@@ -383,15 +383,21 @@ def test_agent_exit_resolves_pending_permissions(probe: Bridge) -> None:
 
 
 def test_timeout_denies_unanswered_requests(tmp_path: Path) -> None:
+    question = {
+        "method": "elicitation/create",
+        "params": {"mode": "form", "message": "Still there?", "requestedSchema": {"type": "object", "properties": {}}},
+    }
     for bridge in hitl_bridge(tmp_path, env={"ACP_BRIDGE_HITL_TIMEOUT": "0.3"}):
         with bridge.client() as c:
             create_session(c, "slowpoke", agent="hitl")
-            send(c, "slowpoke", script(requests=[permission("late-1", options=ALL_KINDS[::-1])]))
+            send(c, "slowpoke", script(requests=[permission("late-1", options=ALL_KINDS[::-1]), question]))
             evs = wait_for_events(c, "slowpoke", until_type("turn.ended"))
-            at = types(evs).index("permission.requested")
-            assert types(evs)[at + 1] == "permission.resolved"
-            assert evs[at + 1]["data"]["status"] == "reject"
-            assert probe_answers(bridge, "slowpoke", 1) == [{"outcome": {"outcome": "selected", "optionId": "reject"}}]
+            assert [e["data"]["status"] for e in of_type(evs, "permission.resolved")] == ["reject"]
+            assert [e["data"]["status"] for e in of_type(evs, "question.resolved")] == ["rejected"]
+            assert probe_answers(bridge, "slowpoke", 2) == [
+                {"outcome": {"outcome": "selected", "optionId": "reject"}},
+                {"action": "decline"},
+            ]
             assert reply_permission(c, "slowpoke", "late-1", "once").status_code == 400
 
 

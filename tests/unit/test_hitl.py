@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from app.translate.hitl import (
     schema_options,
     select_option,
 )
+from tests.support import SHARED
 
 ALL = [
     {"optionId": "x1", "kind": "reject_always"},
@@ -217,3 +219,32 @@ def test_question_views() -> None:
         "response",
         "status",
     ]
+
+
+def test_real_agent_permission_requests_from_transcripts() -> None:
+    """Permission requests recorded from real agents: a stable action, what legacy clients read, and
+    the options each reply picks."""
+    transcripts = SHARED / "acp" / "transcripts"
+    if not transcripts.is_dir():
+        pytest.skip("../shared is not present")
+    seen: dict[str, list[tuple[str, dict[str, Any], list[Any]]]] = {}
+    for name in ("claude-code", "gemini", "opencode"):
+        memory = ToolCallMemory()
+        for line in (transcripts / f"{name}.jsonl").read_text().splitlines():
+            message = json.loads(line)["msg"]
+            if message.get("method") == "session/update":
+                memory.update(message["params"]["update"])
+            elif message.get("method") == "session/request_permission":
+                params = message["params"]
+                info = permission_info(params, memory.get(params["toolCall"]["toolCallId"]))
+                assert info.candidates == (params["toolCall"]["toolCallId"],)
+                picks = [select_option(params["options"], r)[0]["optionId"] for r in ("once", "always", "reject")]
+                seen.setdefault(name, []).append((info.action, info.metadata, picks))
+    claude = seen["claude-code"]
+    assert [action for action, _, _ in claude] == ["mcp__acp__Write", "mcp__acp__Edit", "mcp__acp__Bash"]
+    assert claude[0][1]["path"].endswith("/ws/hello.txt") and claude[0][1]["kind"] == "edit"
+    assert claude[2][1]["command"] == "echo fake-shell-ok" and claude[2][1]["toolName"] == "mcp__acp__Bash"
+    assert {tuple(p) for _, _, p in claude} == {("allow", "allow_always", "reject")}
+    assert [action for action, _, _ in seen["opencode"]] == ["edit", "edit", "execute"]
+    assert {tuple(p) for _, _, p in seen["opencode"]} == {("once", "always", "reject")}
+    assert {tuple(p) for _, _, p in seen["gemini"]} == {("proceed_once", "proceed_always", "cancel")}
