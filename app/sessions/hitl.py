@@ -140,7 +140,8 @@ def _on_cancel(session: Session, key: Any, pending: PendingRequest) -> None:
     book.open.pop(request.public_id, None)
     if session.ended:
         book.orphaned[request.public_id] = request
-    book.cancelled(session, request)
+    if not session.shutting_down:
+        book.cancelled(session, request)
 
 
 CANCEL_HOOKS.append(_on_cancel)

@@ -91,6 +91,8 @@ class Session:
         self.ended = False
         self.end_reason: str | None = None
         self.exit_info: ExitInfo | None = None
+        # Set at server shutdown: cancel hooks answer the agent but record nothing.
+        self.shutting_down = False
         self.pending: dict[Any, PendingRequest] = {}
         # Feature areas (permissions, questions, terminals...) keep per-session state here.
         self.extensions: dict[str, Any] = {}
@@ -442,6 +444,7 @@ class Session:
             self._watcher.cancel()
         self.ended = True
         self.end_reason = self.end_reason or "terminated"
+        self.shutting_down = True
         self.cancel_pending()
         await self._stop_process()
 

@@ -11,6 +11,10 @@ from typing import Any
 
 import httpx
 
+from app.agents.registry import AgentRegistry
+from app.events.store import MemoryEventStore
+from app.sessions.manager import SessionManager
+from app.settings import Settings
 from tests.support import PROBES, Bridge, start_bridge, wait_for_events, wait_until
 
 PROBE = PROBES / "hitl_agent.py"
@@ -30,6 +34,13 @@ def agents_file(tmp: Path) -> Path:
         f'[agents.hitl]\ncommand = ["{sys.executable}", "{PROBE}"]\nenv = {{ PROBE_OUT_DIR = "{out_dir}" }}\n'
     )
     return path
+
+
+def in_process_manager(tmp: Path) -> SessionManager:
+    """The session layer without HTTP, for checks on tasks and pending state."""
+    agents = agents_file(tmp)
+    settings = Settings(data_dir=tmp / "data", agents_file=agents)
+    return SessionManager(settings, AgentRegistry(agents), MemoryEventStore())
 
 
 def hitl_bridge(tmp: Path, env: dict[str, str] | None = None) -> Iterator[Bridge]:

@@ -12,9 +12,9 @@ import pytest
 
 from tests.e2e.hitl_support import (
     ALL_KINDS,
-    agents_file,
     assistant_texts,
     hitl_bridge,
+    in_process_manager,
     of_type,
     permission,
     probe_answers,
@@ -403,14 +403,7 @@ def test_timeout_denies_unanswered_requests(tmp_path: Path) -> None:
 
 # ---- in process: nothing leaks ---------------------------------------------------------------------
 async def test_terminate_with_pending_requests_leaks_no_task_or_process(tmp_path: Path) -> None:
-    from app.agents.registry import AgentRegistry
-    from app.events.store import MemoryEventStore
-    from app.sessions.manager import SessionManager
-    from app.settings import Settings
-
-    agents = agents_file(tmp_path)
-    settings = Settings(data_dir=tmp_path / "data", agents_file=agents)
-    manager = SessionManager(settings, AgentRegistry(agents), MemoryEventStore())
+    manager = in_process_manager(tmp_path)
     baseline = asyncio.all_tasks()
     session = await manager.create("leak", {"agent": "hitl"})
     question = {
@@ -447,3 +440,20 @@ async def test_terminate_with_pending_requests_leaks_no_task_or_process(tmp_path
         {"action": "cancel"},
     ]
     await manager.shutdown()
+
+
+async def test_server_shutdown_cancels_pending_requests_and_records_nothing(tmp_path: Path) -> None:
+    manager = in_process_manager(tmp_path)
+    session = await manager.create("shut", {"agent": "hitl"})
+    with session.log.subscribe(0) as sub:
+        session.send_message(script(requests=[permission("s-1")]), [])
+        while (event := await sub.next(timeout=10)) is not None and event.type != "permission.requested":
+            pass
+        assert event is not None
+    assert session.process is not None
+    pid, count = session.process.pid, session.log.count
+    request = session.extensions["permissions"].open["s-1"]
+    await manager.shutdown()
+    assert session.pending == {} and session.log.count == count
+    assert request.pending.future.result() == {"outcome": {"outcome": "cancelled"}}
+    assert not pid_alive(pid)
