@@ -14,14 +14,14 @@ from fastapi import FastAPI
 from starlette.responses import PlainTextResponse
 
 from app.agents.registry import AgentRegistry, AgentsFileError
-from app.api import agents, errors, events, health, sessions
+from app.api import agents, errors, events, health, permissions, questions, sessions
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware, CORSMiddleware, EncodedPathMiddleware
 from app.events.store import EventStore, MemoryEventStore
 from app.sessions.manager import SessionManager
 from app.settings import Settings
 
 VERSION = "0.1.0"
-ROUTERS = [health.router, agents.router, sessions.router, events.router]
+ROUTERS = [health.router, agents.router, sessions.router, events.router, permissions.router, questions.router]
 
 
 def open_store(settings: Settings) -> EventStore:

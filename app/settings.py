@@ -31,6 +31,8 @@ class Settings(BaseSettings):
     agent_kill_grace: float = 1.0
     # Seconds a terminate waits for the agent to answer `session/cancel` before stopping it.
     cancel_grace: float = 0.5
+    # Seconds a permission request or question waits for a reply before it is denied (0: no limit).
+    hitl_timeout: float = 0.0
     # Bytes of agent stderr kept per stderr line (longer lines are cut).
     stderr_line_limit: int = 4096
 

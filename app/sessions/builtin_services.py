@@ -1,3 +1,9 @@
 """Imports every module that registers a client service or notification handler."""
 
 from __future__ import annotations
+
+from . import (
+    cancellation,  # noqa: F401
+    permissions,  # noqa: F401
+    questions,  # noqa: F401
+)

@@ -33,6 +33,8 @@ class ClientService:
 SERVICES: dict[str, ClientService] = {}
 # Notifications from the agent other than session/update (e.g. `$/cancel_request`, extensions).
 NOTIFICATIONS: dict[str, Notification] = {}
+# Called with every `session/update` message, in wire order, before it is translated (must not await).
+UPDATE_OBSERVERS: list[Notification] = []
 
 
 def register(service: ClientService) -> ClientService:

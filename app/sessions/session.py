@@ -91,6 +91,8 @@ class Session:
         self.ended = False
         self.end_reason: str | None = None
         self.exit_info: ExitInfo | None = None
+        # Set at server shutdown: cancel hooks answer the agent but record nothing.
+        self.shutting_down = False
         self.pending: dict[Any, PendingRequest] = {}
         # Feature areas (permissions, questions, terminals...) keep per-session state here.
         self.extensions: dict[str, Any] = {}
@@ -319,6 +321,8 @@ class Session:
     def on_incoming(self, message: dict[str, Any]) -> None:
         method = message.get("method")
         if method == "session/update":
+            for observer in services.UPDATE_OBSERVERS:
+                observer(self, message)
             self.record(self.translator.session_update(message.get("params"), message))
         elif isinstance(method, str) and "id" in message:
             service = services.SERVICES.get(method)
@@ -342,9 +346,13 @@ class Session:
         self.record(self.translator.unparsed(error, "agent.stdout", text))
 
     def on_outgoing(self, message: dict[str, Any]) -> None:
-        if message.get("method") == "session/prompt":
+        method = message.get("method")
+        if method == "session/prompt":
             self._last_prompt_id = message.get("id")
             self._prompt_request_ids.add(message.get("id"))
+        elif method == "session/cancel":
+            # ACP: after session/cancel the client answers every pending request as cancelled.
+            self.cancel_pending()
 
     async def handle_request(self, method: str, params: Any, request_id: Any) -> Any:
         service = services.SERVICES.get(method)
@@ -358,12 +366,19 @@ class Session:
 
     def cancel_pending(self) -> None:
         """Answer every request still waiting with its cancel result (ACP requires it on cancel)."""
-        for key, pending in list(self.pending.items()):
-            if not pending.future.done():
-                pending.future.set_result(pending.cancel_result)
-            for hook in CANCEL_HOOKS:
-                hook(self, key, pending)
-        self.pending.clear()
+        for key in list(self.pending):
+            self.cancel_one(key)
+
+    def cancel_one(self, key: Any) -> bool:
+        """Answer one waiting request with its cancel result; False if nothing waits under ``key``."""
+        pending = self.pending.pop(key, None)
+        if pending is None:
+            return False
+        if not pending.future.done():
+            pending.future.set_result(pending.cancel_result)
+        for hook in CANCEL_HOOKS:
+            hook(self, key, pending)
+        return True
 
     # ---- ending ----------------------------------------------------------------------------
     async def terminate(self) -> None:
@@ -404,6 +419,8 @@ class Session:
     async def _watch_process(self) -> None:
         assert self.process is not None and self.connection is not None
         await self.process.wait()
+        if self.ended:
+            return  # terminated: the connection is closed, no EOF to wait for
         # Everything the agent wrote before it died is processed before its death is recorded.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.connection.transport.eof.wait(), 2.0)
@@ -428,6 +445,7 @@ class Session:
             self._watcher.cancel()
         self.ended = True
         self.end_reason = self.end_reason or "terminated"
+        self.shutting_down = True
         self.cancel_pending()
         await self._stop_process()
 

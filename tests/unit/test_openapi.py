@@ -42,9 +42,6 @@ def test_every_legacy_operation_is_served(tmp_path: Path) -> None:
 
 
 PENDING = {
-    "POST /v1/sessions/{session_id}/permissions/{permission_id}/reply",
-    "POST /v1/sessions/{session_id}/questions/{question_id}/reply",
-    "POST /v1/sessions/{session_id}/questions/{question_id}/reject",
     "GET /v1/fs/entries",
     "DELETE /v1/fs/entry",
     "GET /v1/fs/file",

@@ -195,6 +195,8 @@ class MockAgent:
             await self.notify(step["notify"], step.get("params", {}))
         elif "raw_line" in step:
             await self.write_line(step["raw_line"].encode())
+        elif "parallel" in step:
+            await asyncio.gather(*(self.run_step(session_id, sub, ctx) for sub in step["parallel"]))
         elif "call" in step:
             for sub in step["call"](ctx):
                 await self.run_step(session_id, sub, ctx)

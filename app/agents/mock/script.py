@@ -7,6 +7,7 @@ A script is a list of steps; each step is a dict:
   kept in ``ctx.saved[name]``
 - ``{"notify": method, "params": {...}}``: any other notification
 - ``{"raw_line": text}``: a line written to stdout as is (not JSON-RPC)
+- ``{"parallel": [steps]}``: the steps run concurrently (requests pending at the same time)
 - ``{"call": fn}``: ``fn(ctx)`` returns more steps, run at that point (for answers to requests)
 - ``{"sleep": seconds}`` / ``{"exit": code}``
 

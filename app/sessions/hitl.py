@@ -1,0 +1,147 @@
+"""What permissions and questions share: agent requests that wait for a person.
+
+Each request is registered in wire order (``observe``), answered exactly once (a reply, an automatic
+decision, a timeout, or a cancel), and waited for by the SDK's handler task (``wait``). Cancels go
+through ``Session.cancel_one``/``cancel_pending``, whose hook records the resolved event here, so no
+request can stay pending after a terminate, an agent exit, a `session/cancel` or a `$/cancel_request`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from acp.exceptions import RequestError
+
+from app.errors import InvalidRequest
+from app.translate.hitl import allocate_id
+
+from .session import CANCEL_HOOKS, PendingRequest, Session
+
+DATA_KEY = "hitl"
+
+
+@dataclass(slots=True, eq=False)
+class HumanRequest:
+    """One agent request that waits for a person."""
+
+    book: RequestBook
+    public_id: str  # permission_id / question_id
+    request_id: Any  # the JSON-RPC id of the agent's request
+    method: str
+    raw: dict[str, Any]
+    pending: PendingRequest
+    info: Any
+    resolved: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class RequestBook:
+    """A session's requests of one kind (permission or question), by public id."""
+
+    kind = "request"
+
+    def __init__(self) -> None:
+        self.open: dict[str, HumanRequest] = {}
+        # Cancelled because the session ended, never replied to: a late reply gets the ended error.
+        self.orphaned: dict[str, HumanRequest] = {}
+        self.used: set[str] = set()
+        self._by_request: dict[Any, HumanRequest] = {}
+
+    # ---- agent side --------------------------------------------------------------------------
+    def add(
+        self,
+        session: Session,
+        message: dict[str, Any],
+        info: Any,
+        candidates: tuple[str, ...],
+        prefix: str,
+        cancel_result: Any,
+    ) -> HumanRequest:
+        public_id = allocate_id(candidates, self.used, prefix)
+        self.used.add(public_id)
+        request_id = message.get("id")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        pending = PendingRequest(request_id, str(message.get("method")), future, cancel_result)
+        request = HumanRequest(self, public_id, request_id, pending.method, message, pending, info)
+        pending.data[DATA_KEY] = request
+        session.add_pending(request_id, pending)
+        self.open[public_id] = request
+        self._by_request[request_id] = request
+        return request
+
+    def finish(self, session: Session, request: HumanRequest, result: Any) -> bool:
+        """Answer the agent. False when the request was already answered."""
+        if request.resolved:
+            return False
+        request.resolved = True
+        self.open.pop(request.public_id, None)
+        if session.pending.get(request.request_id) is request.pending:
+            del session.pending[request.request_id]
+        if not request.pending.future.done():
+            request.pending.future.set_result(result)
+        return True
+
+    async def wait(
+        self,
+        session: Session,
+        request_id: Any,
+        on_timeout: Callable[[Session, HumanRequest], None],
+    ) -> Any:
+        """The answer for the agent (the SDK handler task awaits this)."""
+        request = self._by_request.pop(request_id, None)
+        if request is None:
+            raise RequestError.invalid_params({"message": f"malformed {request_id!r} request"})
+        future = request.pending.future
+        timeout = float(getattr(session.settings, "hitl_timeout", 0) or 0)
+        if timeout > 0 and not future.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(future), timeout)
+            except TimeoutError:
+                on_timeout(session, request)
+        return await future
+
+    # ---- HTTP side -------------------------------------------------------------------------------
+    def lookup(self, public_id: str) -> HumanRequest:
+        """Legacy step 2: the waiting entry, else 400 ``unknown <kind> id``."""
+        request = self.open.get(public_id) or self.orphaned.pop(public_id, None)
+        if request is None:
+            raise InvalidRequest(f"unknown {self.kind} id: {public_id}")
+        return request
+
+    def check_session(self, session: Session, request: HumanRequest) -> None:
+        """Legacy step 4: an ended session drops the entry and refuses (400 terminated / 500 exited)."""
+        if not session.ended:
+            return
+        if not request.resolved:
+            session.cancel_one(request.request_id)
+        self.orphaned.pop(request.public_id, None)
+        session.check_accepting()
+
+    # ---- cancel ----------------------------------------------------------------------------------
+    def cancelled(self, session: Session, request: HumanRequest) -> None:
+        """Record the resolved event of a request answered with its cancel result."""
+        raise NotImplementedError
+
+
+def response_raw(request: HumanRequest, result: Any) -> dict[str, Any]:
+    """The JSON-RPC response the agent receives (kept as the resolved event's raw)."""
+    return {"jsonrpc": "2.0", "id": request.request_id, "result": result}
+
+
+def _on_cancel(session: Session, key: Any, pending: PendingRequest) -> None:
+    request = pending.data.get(DATA_KEY)
+    if not isinstance(request, HumanRequest) or request.resolved:
+        return
+    request.resolved = True
+    book = request.book
+    book.open.pop(request.public_id, None)
+    if session.ended:
+        book.orphaned[request.public_id] = request
+    if not session.shutting_down:
+        book.cancelled(session, request)
+
+
+CANCEL_HOOKS.append(_on_cancel)

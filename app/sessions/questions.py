@@ -1,0 +1,156 @@
+"""Questions: ACP elicitation (form mode) and the legacy-shaped extension request <-> legacy
+question.requested/resolved and the reply/reject endpoints.
+
+- ``elicitation/create`` with ``mode: "form"``: ``prompt`` is the message, ``options`` the labels of
+  the form's first field; the requested schema stays reachable in the event's ``raw``. A reply fills
+  field *i* from ``answers[i]`` (``accept`` with ``content``); reject is ``decline``; a cancel is
+  ``cancel``. URL mode is not advertised; such a request is declined and reported.
+- ``_sandbox-agent/session/request_question`` ``{prompt, options, questionId?}`` answers
+  ``{"outcome":"answered","answers":[[...]]}``, ``{"outcome":"rejected"}`` or ``{"outcome":"cancelled"}``.
+
+``question_id`` is ``_meta["sandbox-agent/questionId"]`` (or the extension's ``questionId``), else the
+elicitation's ``toolCallId``, made unique in the session; otherwise ``question_<n>``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from acp.exceptions import RequestError
+
+from app.errors import InvalidRequest
+from app.translate.drafts import QUESTION_REQUESTED, QUESTION_RESOLVED
+from app.translate.hitl import (
+    ELICITATION_ACCEPT,
+    ELICITATION_CANCEL,
+    ELICITATION_DECLINE,
+    QuestionInfo,
+    elicitation_content,
+    elicitation_question,
+    extension_question,
+    first_answer,
+    question_data,
+)
+
+from . import services
+from .hitl import HumanRequest, RequestBook, response_raw
+from .session import Session
+
+ELICITATION = "elicitation/create"
+EXTENSION = "_sandbox-agent/session/request_question"
+STATE_KEY = "questions"
+
+
+class Questions(RequestBook):
+    kind = "question"
+
+    def cancelled(self, session: Session, request: HumanRequest) -> None:
+        _record_resolved(session, request, None, "rejected", _cancel_result(request.method))
+
+
+def book(session: Session) -> Questions:
+    state = session.extensions.get(STATE_KEY)
+    if state is None:
+        state = session.extensions[STATE_KEY] = Questions()
+    return state  # type: ignore[no-any-return]
+
+
+def _cancel_result(method: str) -> dict[str, Any]:
+    return {"action": ELICITATION_CANCEL} if method == ELICITATION else {"outcome": "cancelled"}
+
+
+def _reject_result(method: str) -> dict[str, Any]:
+    return {"action": ELICITATION_DECLINE} if method == ELICITATION else {"outcome": "rejected"}
+
+
+def _answer_result(request: HumanRequest, answers: list[list[str]]) -> dict[str, Any]:
+    if request.method == ELICITATION:
+        return {"action": ELICITATION_ACCEPT, "content": elicitation_content(request.info.schema, answers)}
+    return {"outcome": "answered", "answers": answers}
+
+
+def _record_resolved(session: Session, request: HumanRequest, response: str | None, status: str, result: Any) -> None:
+    info: QuestionInfo = request.info
+    data = question_data(request.public_id, info.prompt, info.options, response, status)
+    session.record_one(QUESTION_RESOLVED, data, synthetic=True, raw=response_raw(request, result))
+
+
+def _reject(session: Session, request: HumanRequest) -> None:
+    result = _reject_result(request.method)
+    if request.book.finish(session, request, result):
+        _record_resolved(session, request, None, "rejected", result)
+
+
+# ---- agent side ----------------------------------------------------------------------------------
+def _is_form(params: dict[str, Any]) -> bool:
+    return params.get("mode", "form") == "form"
+
+
+def _register(session: Session, message: dict[str, Any], info: QuestionInfo) -> None:
+    request = book(session).add(session, message, info, info.candidates, "question", _cancel_result(message["method"]))
+    data = question_data(request.public_id, info.prompt, info.options, None, "requested")
+    session.record_one(QUESTION_REQUESTED, data, synthetic=False, raw=message)
+    if session.ended:
+        session.cancel_one(request.request_id)
+
+
+def observe_elicitation(session: Session, message: dict[str, Any]) -> None:
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return
+    if not _is_form(params):
+        error = f"elicitation mode {params.get('mode')!r} is not supported (only form is advertised); declined"
+        session.record(session.translator.unparsed(error, ELICITATION, message))
+        return
+    _register(session, message, elicitation_question(params))
+
+
+def observe_extension(session: Session, message: dict[str, Any]) -> None:
+    if isinstance(message.get("params"), dict):
+        _register(session, message, extension_question(message["params"]))
+
+
+async def handle_elicitation(session: Session, params: Any, request_id: Any) -> Any:
+    if isinstance(params, dict) and not _is_form(params):
+        return {"action": ELICITATION_DECLINE}
+    return await book(session).wait(session, request_id, _reject)
+
+
+async def handle_extension(session: Session, params: Any, request_id: Any) -> Any:
+    if not isinstance(params, dict):
+        raise RequestError.invalid_params({"message": "params must be an object"})
+    return await book(session).wait(session, request_id, _reject)
+
+
+# ---- HTTP side -----------------------------------------------------------------------------------
+def _lookup(session: Session, question_id: str) -> tuple[Questions, HumanRequest]:
+    questions: Questions | None = session.extensions.get(STATE_KEY)
+    if questions is None:
+        raise InvalidRequest(f"unknown question id: {question_id}")
+    request = questions.lookup(question_id)
+    questions.check_session(session, request)
+    return questions, request
+
+
+def reply(session: Session, question_id: str, answers: list[list[str]]) -> None:
+    """``POST .../questions/{id}/reply`` after the session lookup (legacy §7.2 order)."""
+    questions, request = _lookup(session, question_id)
+    result = _answer_result(request, answers)
+    if questions.finish(session, request, result):
+        _record_resolved(session, request, first_answer(answers), "answered", result)
+
+
+def reject(session: Session, question_id: str) -> None:
+    """``POST .../questions/{id}/reject``."""
+    _, request = _lookup(session, question_id)
+    _reject(session, request)
+
+
+services.register(
+    services.ClientService(ELICITATION, handle_elicitation, observe_elicitation, {"elicitation": {"form": {}}})
+)
+services.register(
+    services.ClientService(
+        EXTENSION, handle_extension, observe_extension, {"_meta": {"sandbox-agent/requestQuestion": {}}}
+    )
+)
