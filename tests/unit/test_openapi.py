@@ -45,12 +45,4 @@ PENDING = {
     "POST /v1/sessions/{session_id}/permissions/{permission_id}/reply",
     "POST /v1/sessions/{session_id}/questions/{question_id}/reply",
     "POST /v1/sessions/{session_id}/questions/{question_id}/reject",
-    "GET /v1/fs/entries",
-    "DELETE /v1/fs/entry",
-    "GET /v1/fs/file",
-    "PUT /v1/fs/file",
-    "POST /v1/fs/mkdir",
-    "POST /v1/fs/move",
-    "GET /v1/fs/stat",
-    "POST /v1/fs/upload-batch",
 }
