@@ -150,7 +150,7 @@ class AtomicWriter:
         parent = os.path.dirname(self.target) or "."
         self._created = make_dirs(parent)
         try:
-            fd, self._tmp = tempfile.mkstemp(dir=parent, prefix="." + os.path.basename(self.target)[:64] + ".")
+            fd, self._tmp = tempfile.mkstemp(dir=parent, prefix="." + os.path.basename(self.target)[:32] + ".")
         except OSError:
             remove_dirs(self._created)
             raise
@@ -227,7 +227,7 @@ def mkdir(path: str) -> None:
 def _aside_name(path: str) -> str:
     parent, name = os.path.split(path)
     for n in itertools.count():
-        candidate = os.path.join(parent, f".{name[:64]}.replaced-{os.getpid()}-{n}")
+        candidate = os.path.join(parent, f".{name[:32]}.replaced-{os.getpid()}-{n}")
         if not os.path.lexists(candidate):
             return candidate
     raise AssertionError("unreachable")

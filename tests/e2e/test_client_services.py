@@ -76,10 +76,12 @@ def test_mock_runs_a_terminal_through_the_bridge(client: httpx.Client) -> None:
     evs = turn(client, "terminal-mock", "run echo terminal-says-$((6*7)); echo to-stderr >&2")
     reply = assistant_text(evs)
     assert reply == "$ echo terminal-says-$((6*7)); echo to-stderr >&2\nterminal-says-42\nto-stderr\n[exit code 0]"
-    # Where tool calls are translated, the terminal's output shows in the tool result.
+    # Where tool calls are translated, the terminal's output (looked up by terminal id: the mock puts
+    # it nowhere else) shows in the tool result.
     results = tool_results(evs)
     if results:
-        assert any("terminal-says-42" in json.dumps(item) for item in results)
+        outputs = [part.get("output") for item in results for part in item["content"]]
+        assert outputs == ["terminal-says-42\nto-stderr\n"]
 
     reply = assistant_text(turn(client, "terminal-mock", "run exit 3"))
     assert reply.endswith("[exit code 3]")

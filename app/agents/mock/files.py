@@ -221,7 +221,8 @@ def _run(ctx: Context) -> list[Step]:
         output = out.get("output", "") if isinstance(out, dict) else ""
         status = c.saved.get("exit")
         ok = isinstance(status, dict) and status.get("exitCode") == 0
-        raw = {"output": output, "exitStatus": status if _error(status) is None else None}
+        # The output travels as terminal content only, as ACP intends: clients show it from the terminal.
+        raw = {"exitStatus": status if _error(status) is None else None}
         content = [{"type": "terminal", "terminalId": terminal_id}]
         text = f"$ {command_line}\n{output}" + ("" if output.endswith("\n") or not output else "\n")
         text += f"[{_describe_exit(status)}]"
