@@ -168,10 +168,17 @@ class AtomicWriter:
             self._file.flush()
             os.fsync(self._file.fileno())
             try:
-                mode = stat.S_IMODE(os.stat(self.target).st_mode)
+                existing: os.stat_result | None = os.stat(self.target)
             except FileNotFoundError:
-                mode = 0o666 & ~UMASK
-            os.fchmod(self._file.fileno(), mode)
+                existing = None
+            fd = self._file.fileno()
+            if existing is not None:  # the replacement keeps the old file's mode and owner
+                os.fchmod(fd, stat.S_IMODE(existing.st_mode))
+                if (existing.st_uid, existing.st_gid) != (os.geteuid(), os.getegid()):
+                    with contextlib.suppress(OSError):
+                        os.fchown(fd, existing.st_uid, existing.st_gid)
+            else:
+                os.fchmod(fd, 0o666 & ~UMASK)
             self._file.close()
             self._file = None
             os.replace(self._tmp, self.target)

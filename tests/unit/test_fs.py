@@ -375,11 +375,30 @@ def test_special_files_are_refused(tmp_path: Path) -> None:
 
 
 def test_aborted_upload_removes_its_staging(tmp_path: Path) -> None:
+    tmp_path.chmod(0o755)
     job = TarUpload(str(tmp_path))
     job.write(b"x" * 100)
     assert len(os.listdir(tmp_path)) == 1
     job.abort()
+    job.abort()  # twice is harmless and leaves the destination's mode alone
     assert os.listdir(tmp_path) == []
+    assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o755
+
+
+def test_read_only_directories_in_the_archive(tmp_path: Path) -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        info = tarfile.TarInfo("ro")
+        info.type, info.mode = tarfile.DIRTYPE, 0o555
+        tar.addfile(info)
+        info = tarfile.TarInfo("ro/f.txt")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"f"))
+    upload(tmp_path / "dest", buffer.getvalue())
+    assert (tmp_path / "dest" / "ro" / "f.txt").read_text() == "f"
+    # the "data" extraction filter leaves directory modes at the default: the tree stays writable
+    assert stat.S_IMODE((tmp_path / "dest" / "ro").stat().st_mode) == 0o777 & ~ops.UMASK
+    assert os.listdir(tmp_path) == ["dest"]
 
 
 def test_upload_refuses_a_file_as_destination(tmp_path: Path) -> None:
