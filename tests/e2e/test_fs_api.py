@@ -107,6 +107,17 @@ def test_relative_paths_with_a_session_resolve_against_the_server_cwd(client: ht
     assert "sub" in {e["name"] for e in entries.json()}
     uploaded = tar_upload(client, make_tar([("up.txt", b"u")]), path="sub", session_id="fs-relative")
     assert uploaded.json()["paths"] == [str(server_cwd / "sub" / "up.txt")]
+    moved = client.post(
+        "/v1/fs/move", params={"sessionId": "fs-relative"}, json={"from": "sub/up.txt", "to": "sub/moved/up.txt"}
+    )
+    assert moved.json() == {
+        "from": str(server_cwd / "sub" / "up.txt"),
+        "to": str(server_cwd / "sub" / "moved" / "up.txt"),
+    }
+    assert (
+        client.post("/v1/fs/move", params={"sessionId": "fs-relative"}, json={"from": "../x", "to": "y"}).status_code
+        == 400
+    )
 
 
 def test_mkdir_stat_and_recursive_delete(client: httpx.Client, tmp_path: Path) -> None:
