@@ -14,14 +14,22 @@ from fastapi import FastAPI
 from starlette.responses import PlainTextResponse
 
 from app.agents.registry import AgentRegistry, AgentsFileError
-from app.api import agents, errors, events, health, permissions, questions, sessions
+from app.api import agents, errors, events, fs, health, permissions, questions, sessions
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware, CORSMiddleware, EncodedPathMiddleware
 from app.events.store import EventStore, MemoryEventStore
 from app.sessions.manager import SessionManager
 from app.settings import Settings
 
 VERSION = "0.1.0"
-ROUTERS = [health.router, agents.router, sessions.router, events.router, permissions.router, questions.router]
+ROUTERS = [
+    health.router,
+    agents.router,
+    sessions.router,
+    events.router,
+    permissions.router,
+    questions.router,
+    fs.router,
+]
 
 
 def open_store(settings: Settings) -> EventStore:
@@ -103,6 +111,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     server.add_argument("--agents-file", type=Path, help="TOML file of extra ACP agents")
     server.add_argument("--data-dir", type=Path, help="where events and installs are kept")
+    server.add_argument(
+        "--fs-root", dest="fs_roots", action="append", help="confine /v1/fs and agent file access here (repeatable)"
+    )
     server.add_argument("--log-level", help="uvicorn log level (default warning)")
 
     export = sub.add_parser("openapi", help="print the OpenAPI document this server serves")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
@@ -39,6 +42,10 @@ class Settings(BaseSettings):
     # Largest accepted request body (fs PUT and upload-batch included), as legacy: 2 MiB.
     body_limit: int = 2 * 1024 * 1024
 
+    # Directories /v1/fs and the agents' fs/* requests are confined to (symlinks resolved); empty:
+    # no confinement, as legacy. Env: a JSON list or `:`-separated paths.
+    fs_roots: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
     # SSE comment keep-alive interval, seconds (0 disables).
     sse_keepalive: float = 15.0
     # A reader that accepts no data for this long is dropped.
@@ -48,6 +55,16 @@ class Settings(BaseSettings):
     mock_pacing_ms: int = 0
 
     log_level: str = "warning"
+
+    @field_validator("fs_roots", mode="before")
+    @classmethod
+    def _split_roots(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part for part in text.split(os.pathsep) if part]
+        return value
 
     def resolved_data_dir(self) -> Path:
         return self.data_dir.expanduser().resolve()

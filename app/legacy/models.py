@@ -138,6 +138,44 @@ class FsMoveRequest(_Model):
     overwrite: bool | None = None
 
 
+# ---- filesystem responses (documentation) ------------------------------------------------------
+FsEntryType = Literal["file", "directory"]
+
+
+class FsEntry(_Model):
+    name: str
+    path: str
+    entryType: FsEntryType
+    size: int = Field(ge=0)
+    modified: str | None = None
+
+
+class FsStat(_Model):
+    path: str
+    entryType: FsEntryType
+    size: int = Field(ge=0)
+    modified: str | None = None
+
+
+class FsWriteResponse(_Model):
+    path: str
+    bytesWritten: int = Field(ge=0)
+
+
+class FsActionResponse(_Model):
+    path: str
+
+
+class FsMoveResponse(_Model):
+    from_: str = Field(alias="from")
+    to: str
+
+
+class FsUploadBatchResponse(_Model):
+    paths: list[str]
+    truncated: bool
+
+
 # ---- responses (documentation) -----------------------------------------------------------------
 class HealthResponse(_Model):
     status: str

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from . import (
     cancellation,  # noqa: F401
+    files,  # noqa: F401
     permissions,  # noqa: F401
     questions,  # noqa: F401
+    terminals,  # noqa: F401
 )

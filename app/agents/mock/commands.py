@@ -5,4 +5,7 @@ Each feature area adds its commands in its own module imported here.
 
 from __future__ import annotations
 
-from . import hitl  # noqa: F401
+from . import (
+    files,  # noqa: F401
+    hitl,  # noqa: F401
+)

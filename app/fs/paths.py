@@ -1,0 +1,108 @@
+"""Path resolution (behavior §8.1), optional confinement to root directories, OS error mapping."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from functools import lru_cache
+
+from app.errors import BridgeError, InvalidRequest, PermissionDenied, StreamError
+
+
+def clean_relative(path: str) -> list[str] | None:
+    """The normal components of a relative path (``.`` and empty ones dropped), or None when the
+    path has a ``..`` component or is absolute."""
+    if path.startswith("/"):
+        return None
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        return None
+    return parts
+
+
+def resolve(path: str, root: str) -> str:
+    """Absolute paths are used as given; relative ones are joined to ``root``; ``..`` is refused."""
+    if path.startswith("/"):
+        return path
+    parts = clean_relative(path)
+    if parts is None:
+        raise InvalidRequest(f"invalid relative path: {path}")
+    return os.path.join(root, *parts) if parts else root
+
+
+def home_dir() -> str:
+    return os.path.expanduser("~")
+
+
+def is_within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def real_location(path: str, *, follow: bool = True) -> str:
+    """Where ``path`` really is. With ``follow=False`` a final symlink is the entry itself (delete,
+    move), so only its directory is resolved."""
+    path = os.path.abspath(path)
+    if follow:
+        return os.path.realpath(path)
+    head, tail = os.path.split(path)
+    if tail in ("", ".", ".."):
+        return os.path.realpath(path)
+    return os.path.join(os.path.realpath(head), tail)
+
+
+class Confinement:
+    """Allowed root directories; empty means no confinement (the legacy behaviour).
+
+    Symlinks are resolved before the check, so a link that leaves every root is refused. The check
+    and the operation are separate steps: a link swapped in between is not caught (no ``openat2``)."""
+
+    def __init__(self, roots: Iterable[str]) -> None:
+        self.roots = tuple(os.path.realpath(os.path.expanduser(r)) for r in roots)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.roots)
+
+    def allows(self, path: str, *, follow: bool = True) -> bool:
+        if not self.roots:
+            return True
+        real = real_location(path, follow=follow)
+        return any(is_within(real, root) for root in self.roots)
+
+    def check(self, path: str, *, follow: bool = True) -> None:
+        if not self.allows(path, follow=follow):
+            raise PermissionDenied(f"path is outside the allowed filesystem roots: {path}")
+
+
+@lru_cache(maxsize=8)
+def confinement(roots: tuple[str, ...]) -> Confinement:
+    return Confinement(roots)
+
+
+def os_message(exc: OSError) -> str:
+    """The OS error text as the legacy server printed it (Rust's io::Error display)."""
+    if exc.errno is not None and exc.strerror:
+        return f"{exc.strerror} (os error {exc.errno})"
+    return str(exc)
+
+
+def fs_error(exc: OSError, path: str) -> BridgeError:
+    """Not found -> 400 ``path not found``; anything else -> 502 with the OS text (behavior §1.2)."""
+    if exc.errno == errno.ENOENT:
+        return InvalidRequest(f"path not found: {path}")
+    return StreamError(os_message(exc))
+
+
+def os_error(code: int) -> OSError:
+    return OSError(code, os.strerror(code))
+
+
+def rfc3339(ns: int) -> str:
+    """UTC with ``+00:00`` and up to 9 fraction digits, trailing zeros dropped (legacy fs format)."""
+    seconds, nanos = divmod(ns, 1_000_000_000)
+    text = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    if nanos:
+        text += "." + f"{nanos:09d}".rstrip("0")
+    return text + "+00:00"

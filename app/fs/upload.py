@@ -1,0 +1,211 @@
+"""``upload-batch``: a plain tar unpacked into a destination directory, all or nothing.
+
+The body is spooled to a hidden staging directory next to where the files will land (inside the
+destination when it exists, else in its nearest existing ancestor, so the final renames stay on one
+filesystem). Every entry is checked and unpacked there first; only a fully unpacked archive is moved
+into place, by renames. Anything that fails (a bad archive, an escaping entry, a conflict, a body
+over the limit) undoes the renames done so far and removes the staging directory, so the
+destination is left as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import posixpath
+import shutil
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from app.errors import InvalidRequest, StreamError
+
+from .ops import make_dirs, remove_dirs
+from .paths import clean_relative, is_within, os_error
+
+# Legacy: only the first 1024 unpacked paths are listed, then `truncated: true`.
+MAX_LISTED_PATHS = 1024
+
+
+def _existing_anchor(dest: str) -> str:
+    """The directory the staging area goes in. Refuses a destination that is (or lies under) a file."""
+    if os.path.isdir(dest):
+        return dest
+    if os.path.lexists(dest):
+        raise os_error(errno.EEXIST)
+    current = os.path.dirname(dest)
+    while not os.path.isdir(current):
+        if os.path.lexists(current):
+            raise os_error(errno.ENOTDIR)
+        current = os.path.dirname(current)
+    return current
+
+
+def remove_tree(path: str) -> None:
+    """rmtree that also gets through read-only directories inside ``path`` (unpacked archives may
+    have them). Nothing outside ``path`` is ever touched."""
+    if not os.path.lexists(path):
+        return
+
+    def make_writable(function: Any, failed: str, exc_info: Any) -> None:
+        parent = os.path.dirname(failed)
+        if isinstance(exc_info[1], FileNotFoundError) or not is_within(parent, path):
+            return
+        with contextlib.suppress(OSError):
+            os.chmod(parent, 0o700)
+            if os.path.isdir(failed) and not os.path.islink(failed):
+                remove_tree(failed)
+            else:
+                os.unlink(failed)
+
+    shutil.rmtree(path, onerror=make_writable)
+
+
+def _link_escapes(name: str, target: str) -> bool:
+    """A symlink at ``name`` (relative to the destination) pointing at ``target`` leaves it."""
+    if target.startswith("/"):
+        return True
+    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
+    return resolved == ".." or resolved.startswith("../")
+
+
+class TarUpload:
+    def __init__(self, dest: str) -> None:
+        self.dest = dest
+        anchor = _existing_anchor(dest)
+        self.staging = tempfile.mkdtemp(prefix=".upload-", dir=anchor)
+        self.tree = os.path.join(self.staging, "tree")
+        self._archive_path = os.path.join(self.staging, "archive.tar")
+        try:
+            os.mkdir(self.tree)
+            self._archive: BinaryIO | None = open(self._archive_path, "wb")  # closed in finish/abort
+        except OSError:
+            remove_tree(self.staging)
+            raise
+        self.size = 0
+
+    def write(self, data: bytes) -> None:
+        assert self._archive is not None
+        self._archive.write(data)
+        self.size += len(data)
+
+    def abort(self) -> None:
+        if self._archive is not None:
+            with contextlib.suppress(OSError):
+                self._archive.close()
+            self._archive = None
+        remove_tree(self.staging)
+
+    def finish(self) -> dict[str, Any]:
+        """Unpack, move into place, clean up. Blocking: run in a worker thread."""
+        try:
+            assert self._archive is not None
+            self._archive.close()
+            self._archive = None
+            paths, total = self._unpack()
+            self._commit()
+            return {"paths": paths, "truncated": total > MAX_LISTED_PATHS}
+        finally:
+            self.abort()
+
+    # ---- unpacking into the staging tree ------------------------------------------------------
+    def _unpack(self) -> tuple[list[str], int]:
+        paths: list[str] = []
+        total = 0
+        if os.path.getsize(self._archive_path) == 0:
+            return paths, total  # an empty body is an empty archive
+
+        def checked(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
+            nonlocal total
+            for member in tar:
+                name = self._checked_name(member)
+                if name is None:
+                    continue
+                total += 1
+                if len(paths) < MAX_LISTED_PATHS:
+                    paths.append(os.path.join(self.dest, *name.split("/")))
+                yield member
+
+        try:
+            # "r:": plain tar only; legacy did not decode gzip either. The "data" filter drops
+            # setuid bits, owners and directory modes, and refuses links that leave the tree.
+            with tarfile.open(self._archive_path, mode="r:") as tar:
+                tar.extractall(self.tree, members=checked(tar), filter="data")
+        except tarfile.FilterError as exc:
+            raise InvalidRequest(f"tar entry escapes destination: {exc.tarinfo.name}") from exc
+        except tarfile.TarError as exc:
+            raise StreamError(f"invalid tar archive: {exc}") from exc
+        return paths, total
+
+    def _checked_name(self, member: tarfile.TarInfo) -> str | None:
+        """The cleaned entry name (None: skip the entry). Refuses what could leave the destination."""
+        original = member.name
+        parts = clean_relative(original)
+        if parts is None:
+            raise InvalidRequest(f"invalid relative path: {original}")
+        if not parts:
+            return None
+        name = "/".join(parts)
+        if member.issym():
+            if _link_escapes(name, member.linkname):
+                raise InvalidRequest(f"tar entry escapes destination: {original}")
+        elif member.islnk():
+            target = clean_relative(member.linkname)
+            if not target:
+                raise InvalidRequest(f"tar entry escapes destination: {original}")
+            member.linkname = "/".join(target)
+        elif not (member.isfile() or member.isdir()):
+            raise InvalidRequest(f"unsupported tar entry type: {original}")
+        member.name = name
+        return name
+
+    # ---- moving the tree into place ---------------------------------------------------------
+    def _commit(self) -> None:
+        if not os.path.isdir(self.dest):
+            created = make_dirs(os.path.dirname(self.dest))
+            try:
+                os.rename(self.tree, self.dest)
+            except BaseException:
+                remove_dirs(created)
+                raise
+            return
+        os.mkdir(os.path.join(self.staging, "replaced"))
+        # (where it was, where it is now) for every rename, so they can be undone in reverse.
+        journal: list[tuple[str, str]] = []
+        try:
+            self._merge(self.tree, self.dest, journal)
+        except BaseException:
+            self._rollback(journal)
+            raise
+
+    def _merge(self, src: str, dst: str, journal: list[tuple[str, str]]) -> None:
+        for name in os.listdir(src):
+            staged, target = os.path.join(src, name), os.path.join(dst, name)
+            staged_dir = os.path.isdir(staged) and not os.path.islink(staged)
+            if not os.path.lexists(target):
+                os.rename(staged, target)
+                journal.append((staged, target))
+                continue
+            if staged_dir:
+                if not os.path.isdir(target):
+                    raise os_error(errno.EEXIST)
+                if os.path.islink(target) and not is_within(os.path.realpath(target), os.path.realpath(self.dest)):
+                    relative = os.path.relpath(target, self.dest)
+                    raise InvalidRequest(f"tar entry escapes destination: {relative}")
+                self._merge(staged, target, journal)
+                continue
+            if os.path.isdir(target) and not os.path.islink(target):
+                raise os_error(errno.EISDIR)
+            backup = os.path.join(self.staging, "replaced", str(len(journal)))
+            os.rename(target, backup)
+            journal.append((target, backup))
+            os.rename(staged, target)
+            journal.append((staged, target))
+
+    @staticmethod
+    def _rollback(journal: list[tuple[str, str]]) -> None:
+        for was, now in reversed(journal):
+            with contextlib.suppress(OSError):
+                os.rename(now, was)

@@ -1,0 +1,69 @@
+"""ACP client services ``fs/read_text_file`` and ``fs/write_text_file``: the agent reads and writes
+files through the bridge, under the same confinement as ``/v1/fs``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import TYPE_CHECKING, Any
+
+from acp.exceptions import RequestError
+from acp.schema import ReadTextFileRequest, WriteTextFileRequest
+
+from app.fs import ops
+from app.fs.paths import confinement, os_message
+
+from . import services
+
+if TYPE_CHECKING:
+    from .session import Session
+
+RESOURCE_NOT_FOUND = -32002
+INTERNAL_ERROR = -32603
+
+
+def checked_path(session: Session, path: str) -> str:
+    """ACP paths are absolute; with confinement on they must stay inside a root."""
+    if not os.path.isabs(path):
+        raise RequestError(-32602, f"Invalid params: path must be absolute: {path}", {"path": path})
+    fence = confinement(tuple(getattr(session.settings, "fs_roots", ()) or ()))
+    if not fence.allows(path):
+        raise RequestError(
+            INTERNAL_ERROR, f"Permission denied: {path} is outside the allowed filesystem roots", {"path": path}
+        )
+    return path
+
+
+def _os_failure(exc: OSError, path: str) -> RequestError:
+    if isinstance(exc, FileNotFoundError):
+        # Agents (gemini among them) look for this code and text to tell "new file" from a failure.
+        return RequestError(RESOURCE_NOT_FOUND, f"Resource not found: {path}", {"uri": path})
+    return RequestError(INTERNAL_ERROR, f"{os_message(exc)}: {path}", {"path": path})
+
+
+async def read_text_file(session: Session, params: Any, request_id: Any) -> dict[str, Any]:
+    request = ReadTextFileRequest.model_validate(params)
+    path = checked_path(session, request.path)
+    try:
+        content = await asyncio.to_thread(ops.read_text, path, request.line, request.limit)
+    except OSError as exc:
+        raise _os_failure(exc, path) from exc
+    return {"content": content}
+
+
+async def write_text_file(session: Session, params: Any, request_id: Any) -> dict[str, Any]:
+    request = WriteTextFileRequest.model_validate(params)
+    path = checked_path(session, request.path)
+    try:
+        await asyncio.to_thread(ops.write_bytes, path, request.content.encode("utf-8"))
+    except OSError as exc:
+        raise _os_failure(exc, path) from exc
+    return {}  # the schema wants an empty object, not null
+
+
+services.register(
+    services.ClientService("fs/read_text_file", read_text_file, capability={"fs": {"readTextFile": True}})
+)
+services.register(
+    services.ClientService("fs/write_text_file", write_text_file, capability={"fs": {"writeTextFile": True}})
+)
