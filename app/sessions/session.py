@@ -135,6 +135,8 @@ class Session:
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
             raise AgentNotInstalled(self.spec.id, {"message": str(exc)}) from exc
         self.connection = AgentConnection(self.process, self)
+        if self.settings.transcript_dir is not None:
+            self.connection.record_transcript(self.settings.transcript_dir, self.id)
         try:
             await asyncio.wait_for(self._handshake(), self.settings.agent_start_timeout)
         except BaseException as exc:
@@ -395,6 +397,8 @@ class Session:
                 await asyncio.wait_for(self.connection.close(), 2.0)
         if self.process is not None:
             await self.process.stop(self.settings.agent_kill_grace)
+        if self.connection is not None:
+            await self.connection.close_transcript()
         if self._turn_task is not None:
             self._turn_task.cancel()
             with contextlib.suppress(BaseException):
