@@ -1,0 +1,122 @@
+"""A real ACP agent (claude-code-acp from npm) reading, writing and running a shell through the bridge.
+
+Everything runs offline inside a loopback-only network namespace: the fake LLM, the bridge and the
+agent (see ``tests/realagents/``). One driver run per agent is shared by the tests of this module;
+they skip with the reason when the namespace, npm or the registry is not available, or when
+``ACP_BRIDGE_TEST_REAL_AGENTS=0``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.realagents import fake_llm
+from tests.realagents.agents import RECIPES, AgentUnavailable, install
+from tests.realagents.netns import isolation, run_isolated
+
+DRIVER_TIMEOUT = 240.0
+
+
+def run_driver(agent: str, out: Path) -> dict[str, Any]:
+    if os.environ.get("ACP_BRIDGE_TEST_REAL_AGENTS", "1") == "0":
+        pytest.skip("real agents disabled (ACP_BRIDGE_TEST_REAL_AGENTS=0)")
+    iso = isolation()
+    if not iso.available:
+        pytest.skip(iso.reason)
+    try:
+        command = install(RECIPES[agent])
+    except AgentUnavailable as exc:
+        pytest.skip(f"{agent} not installable: {exc}")
+    argv = [sys.executable, "-m", "tests.realagents.driver", "--agent", agent]
+    argv += ["--agent-command", json.dumps(command), "--out", str(out)]
+    done = run_isolated(argv, timeout=DRIVER_TIMEOUT)
+    assert done.returncode == 0 and out.exists(), f"driver failed ({done.returncode}):\n{done.stderr[-4000:]}"
+    report: dict[str, Any] = json.loads(out.read_text())
+    assert "failure" not in report, f"{report['failure']}\nbridge log:\n{report.get('bridge_log_tail')}"
+    return report
+
+
+@pytest.fixture(scope="module")
+def claude(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return run_driver("claude-code", tmp_path_factory.mktemp("real-claude") / "report.json")
+
+
+def of_type(report: dict[str, Any], event_type: str) -> list[dict[str, Any]]:
+    return [e for e in report["events"] if e["type"] == event_type]
+
+
+def completed_items(report: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [e["data"]["item"] for e in of_type(report, "item.completed") if e["data"]["item"]["kind"] == kind]
+
+
+def parts(items: list[dict[str, Any]], part_type: str) -> list[dict[str, Any]]:
+    return [p for item in items for p in item["content"] if p.get("type") == part_type]
+
+
+def client_path(report: dict[str, Any]) -> str:
+    """Which way the agent's files and shell went: the bridge's ACP client services or its own tools."""
+    used = sorted(m for m in report.get("agent_requests", {}) if m.startswith(("fs/", "terminal/")))
+    return "bridge client services: " + ", ".join(used) if used else "the agent's own tools"
+
+
+def test_claude_code_reads_writes_and_runs_a_shell_through_the_bridge(claude: dict[str, Any]) -> None:
+    print(f"claude-code-acp: files and shell via {client_path(claude)}; permissions via {claude['permission_path']}")
+    assert claude["create"]["status"] == 200, claude["create"]
+    # The file the agent wrote, then edited, is on disk.
+    assert claude["file"] == fake_llm.EDITED_TEXT
+    # The model was really asked once per scripted step, then for the final answer.
+    replies = [r["reply"] for r in claude["llm_requests"] if r["tools"]]
+    assert replies == ["plan", "write", "edit", "read", "shell", "final"], replies
+    ended = of_type(claude, "turn.ended")
+    assert len(ended) == 1 and ended[0]["data"]["metadata"]["stopReason"] == "end_turn", ended
+    said = "".join(p["text"] for p in parts(completed_items(claude, "message"), "text"))
+    assert fake_llm.FINAL_MARK in said
+    # The shell's output crossed the wire (a tool result, or the terminal output the bridge sent).
+    assert fake_llm.SHELL_OUTPUT in claude["transcript_text"]
+    # The agent uses the bridge's file and terminal services exactly when the bridge advertises them.
+    caps = claude["client_capabilities"] or {}
+    requests = claude["agent_requests"]
+    assert bool(requests.get("fs/write_text_file")) == bool((caps.get("fs") or {}).get("writeTextFile")), requests
+    assert bool(requests.get("terminal/create")) == bool(caps.get("terminal")), requests
+    assert of_type(claude, "session.ended"), "terminate records session.ended"
+
+
+def test_claude_code_leaves_no_process_behind(claude: dict[str, Any]) -> None:
+    assert claude["terminate_status"] == 204
+    assert claude["pids_before_terminate"], "the agent's processes were found while it ran"
+    assert claude["leftover_pids"] == [], "processes of the agent's tree outlived terminate"
+    assert claude["bridge_children_after_terminate"] == [], "the bridge kept child processes after terminate"
+
+
+def test_claude_code_tool_calls_pair_with_results(claude: dict[str, Any]) -> None:
+    unparsed = [e["data"]["error"] for e in of_type(claude, "agent.unparsed")]
+    if any(error.startswith("unknown sessionUpdate: tool_call") for error in unparsed):
+        pytest.skip("this build does not translate tool_call updates yet")
+    assert unparsed == []
+    calls = completed_items(claude, "tool_call") or [
+        e["data"]["item"] for e in of_type(claude, "item.started") if e["data"]["item"]["kind"] == "tool_call"
+    ]
+    results = completed_items(claude, "tool_result")
+    call_ids = {p["call_id"] for p in parts(calls, "tool_call")}
+    result_ids = {p["call_id"] for p in parts(results, "tool_result")}
+    assert len(call_ids) >= 5, calls  # plan, write, edit, read, shell
+    assert call_ids == result_ids
+    outputs = " ".join(p["output"] for p in parts(results, "tool_result"))
+    assert fake_llm.SHELL_OUTPUT in outputs, "the shell's output is in a tool_result"
+    assert all(item["status"] == "completed" for item in results), [r["status"] for r in results]
+
+
+def test_claude_code_permissions_are_answered_through_the_bridge(claude: dict[str, Any]) -> None:
+    if claude["permission_path"] != "reply":
+        pytest.skip("this build has no permission reply endpoint; the session ran in the agent's no-ask mode")
+    requested = of_type(claude, "permission.requested")
+    assert requested, "claude-code-acp asks before writing and editing"
+    assert all(answer["status"] == 204 for answer in claude["permissions_answered"]), claude["permissions_answered"]
+    resolved = {e["data"]["permission_id"] for e in of_type(claude, "permission.resolved")}
+    assert {e["data"]["permission_id"] for e in requested} <= resolved
