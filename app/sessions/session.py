@@ -162,7 +162,7 @@ class Session:
 
     async def _handshake(self) -> None:
         assert self.connection is not None
-        await self.connection.initialize(services.client_capabilities())
+        await self.connection.initialize(services.client_capabilities(self.spec.disabled_services))
         meta = {
             META + "sessionId": self.id,
             META + "agent": self.config.agent,
@@ -349,7 +349,7 @@ class Session:
 
     async def handle_request(self, method: str, params: Any, request_id: Any) -> Any:
         service = services.SERVICES.get(method)
-        if service is None:
+        if service is None or method in self.spec.disabled_services:
             raise RequestError.method_not_found(method)
         return await service.handle(self, params, request_id)
 

@@ -1,4 +1,5 @@
-"""A real ACP agent (claude-code-acp from npm) reading, writing and running a shell through the bridge.
+"""Real ACP agents from npm (claude-code-acp, gemini-cli) reading, writing and running a shell
+through the bridge.
 
 Everything runs offline inside a loopback-only network namespace: the fake LLM, the bridge and the
 agent (see ``tests/realagents/``). One driver run per agent is shared by the tests of this module;
@@ -42,9 +43,10 @@ def run_driver(agent: str, out: Path) -> dict[str, Any]:
     return report
 
 
-@pytest.fixture(scope="module")
-def claude(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return run_driver("claude-code", tmp_path_factory.mktemp("real-claude") / "report.json")
+@pytest.fixture(scope="module", params=["claude-code", "gemini"])
+def real(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    agent: str = request.param
+    return run_driver(agent, tmp_path_factory.mktemp(f"real-{agent}") / "report.json")
 
 
 def of_type(report: dict[str, Any], event_type: str) -> list[dict[str, Any]]:
@@ -65,44 +67,44 @@ def client_path(report: dict[str, Any]) -> str:
     return "bridge client services: " + ", ".join(used) if used else "the agent's own tools"
 
 
-def test_claude_code_reads_writes_and_runs_a_shell_through_the_bridge(claude: dict[str, Any]) -> None:
-    print(f"claude-code-acp: files and shell via {client_path(claude)}; permissions via {claude['permission_path']}")
-    assert claude["create"]["status"] == 200, claude["create"]
+def test_agent_reads_writes_and_runs_a_shell_through_the_bridge(real: dict[str, Any]) -> None:
+    print(f"{real['agent']}: files and shell via {client_path(real)}; permissions via {real['permission_path']}")
+    assert real["create"]["status"] == 200, real["create"]
     # The file the agent wrote, then edited, is on disk.
-    assert claude["file"] == fake_llm.EDITED_TEXT
+    assert real["file"] == fake_llm.EDITED_TEXT
     # The model was really asked once per scripted step, then for the final answer.
-    replies = [r["reply"] for r in claude["llm_requests"] if r["tools"]]
+    replies = [r["reply"] for r in real["llm_requests"] if r["tools"]]
     assert replies == ["plan", "write", "edit", "read", "shell", "final"], replies
-    ended = of_type(claude, "turn.ended")
+    ended = of_type(real, "turn.ended")
     assert len(ended) == 1 and ended[0]["data"]["metadata"]["stopReason"] == "end_turn", ended
-    said = "".join(p["text"] for p in parts(completed_items(claude, "message"), "text"))
+    said = "".join(p["text"] for p in parts(completed_items(real, "message"), "text"))
     assert fake_llm.FINAL_MARK in said
     # The shell's output crossed the wire (a tool result, or the terminal output the bridge sent).
-    assert fake_llm.SHELL_OUTPUT in claude["transcript_text"]
+    assert fake_llm.SHELL_OUTPUT in real["transcript_text"]
     # The agent uses the bridge's file and terminal services exactly when the bridge advertises them.
-    caps = claude["client_capabilities"] or {}
-    requests = claude["agent_requests"]
+    caps = real["client_capabilities"] or {}
+    requests = real["agent_requests"]
     assert bool(requests.get("fs/write_text_file")) == bool((caps.get("fs") or {}).get("writeTextFile")), requests
     assert bool(requests.get("terminal/create")) == bool(caps.get("terminal")), requests
-    assert of_type(claude, "session.ended"), "terminate records session.ended"
+    assert of_type(real, "session.ended"), "terminate records session.ended"
 
 
-def test_claude_code_leaves_no_process_behind(claude: dict[str, Any]) -> None:
-    assert claude["terminate_status"] == 204
-    assert claude["pids_before_terminate"], "the agent's processes were found while it ran"
-    assert claude["leftover_pids"] == [], "processes of the agent's tree outlived terminate"
-    assert claude["bridge_children_after_terminate"] == [], "the bridge kept child processes after terminate"
+def test_agent_leaves_no_process_behind(real: dict[str, Any]) -> None:
+    assert real["terminate_status"] == 204
+    assert real["pids_before_terminate"], "the agent's processes were found while it ran"
+    assert real["leftover_pids"] == [], "processes of the agent's tree outlived terminate"
+    assert real["bridge_children_after_terminate"] == [], "the bridge kept child processes after terminate"
 
 
-def test_claude_code_tool_calls_pair_with_results(claude: dict[str, Any]) -> None:
-    unparsed = [e["data"]["error"] for e in of_type(claude, "agent.unparsed")]
+def test_agent_tool_calls_pair_with_results(real: dict[str, Any]) -> None:
+    unparsed = [e["data"]["error"] for e in of_type(real, "agent.unparsed")]
     if any(error.startswith("unknown sessionUpdate: tool_call") for error in unparsed):
         pytest.skip("this build does not translate tool_call updates yet")
     assert unparsed == []
-    calls = completed_items(claude, "tool_call") or [
-        e["data"]["item"] for e in of_type(claude, "item.started") if e["data"]["item"]["kind"] == "tool_call"
+    calls = completed_items(real, "tool_call") or [
+        e["data"]["item"] for e in of_type(real, "item.started") if e["data"]["item"]["kind"] == "tool_call"
     ]
-    results = completed_items(claude, "tool_result")
+    results = completed_items(real, "tool_result")
     call_ids = {p["call_id"] for p in parts(calls, "tool_call")}
     result_ids = {p["call_id"] for p in parts(results, "tool_result")}
     assert len(call_ids) >= 5, calls  # plan, write, edit, read, shell
@@ -112,11 +114,11 @@ def test_claude_code_tool_calls_pair_with_results(claude: dict[str, Any]) -> Non
     assert all(item["status"] == "completed" for item in results), [r["status"] for r in results]
 
 
-def test_claude_code_permissions_are_answered_through_the_bridge(claude: dict[str, Any]) -> None:
-    if claude["permission_path"] != "reply":
+def test_agent_permissions_are_answered_through_the_bridge(real: dict[str, Any]) -> None:
+    if real["permission_path"] != "reply":
         pytest.skip("this build has no permission reply endpoint; the session ran in the agent's no-ask mode")
-    requested = of_type(claude, "permission.requested")
-    assert requested, "claude-code-acp asks before writing and editing"
-    assert all(answer["status"] == 204 for answer in claude["permissions_answered"]), claude["permissions_answered"]
-    resolved = {e["data"]["permission_id"] for e in of_type(claude, "permission.resolved")}
+    requested = of_type(real, "permission.requested")
+    assert requested, "both agents ask before writing and editing in their default mode"
+    assert all(answer["status"] == 204 for answer in real["permissions_answered"]), real["permissions_answered"]
+    resolved = {e["data"]["permission_id"] for e in of_type(real, "permission.resolved")}
     assert {e["data"]["permission_id"] for e in requested} <= resolved

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 INSTALL_TIMEOUT = 300.0
@@ -91,9 +91,10 @@ class AgentRecipe:
     prepare_home: Callable[[Path], None] | None = None
     # The agent's own mode that asks for no permissions (used when the bridge cannot answer them).
     no_ask_mode: str | None = None
-    # How a turn's prompt must look so the fake LLM scripts it.
+    # ACP client methods the bridge must not offer this agent (agents file `disabled_services`).
+    disabled_services: tuple[str, ...] = ()
+    # The scripted steps of the default prompt.
     steps: tuple[str, ...] = ("think", "plan", "write", "edit", "read", "shell")
-    notes: dict[str, str] = field(default_factory=dict)
 
     @property
     def spec(self) -> str:
@@ -129,6 +130,9 @@ RECIPES: dict[str, AgentRecipe] = {
             env=_gemini_env,
             prepare_home=_gemini_home,
             no_ask_mode="yolo",
+            # gemini-cli 0.61 reads a file through the client before writing it and takes the ACP
+            # "resource not found" error for a failure, so it could never create a new file.
+            disabled_services=("fs/read_text_file",),
         ),
     )
 }

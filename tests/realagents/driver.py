@@ -45,11 +45,12 @@ def toml_string(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
 
 
-def write_agents_file(path: Path, name: str, command: list[str], env: dict[str, str]) -> None:
+def write_agents_file(path: Path, recipe: AgentRecipe, command: list[str], env: dict[str, str]) -> None:
     lines = [
-        f"[agents.{toml_string(name)}]",
+        f"[agents.{toml_string(recipe.name)}]",
         "command = [" + ", ".join(toml_string(a) for a in command) + "]",
         "env = { " + ", ".join(f"{toml_string(k)} = {toml_string(v)}" for k, v in env.items()) + " }",
+        "disabled_services = [" + ", ".join(toml_string(m) for m in recipe.disabled_services) + "]",
     ]
     path.write_text("\n".join(lines) + "\n")
 
@@ -123,7 +124,7 @@ class Run:
                 self.recipe.prepare_home(self.home)
             env = {**self.recipe.env(self.home, llm.base_url), MARKER_VAR: self.marker}
             agents_file = self.root / "agents.toml"
-            write_agents_file(agents_file, self.recipe.name, self.command, env)
+            write_agents_file(agents_file, self.recipe, self.command, env)
             started = time.monotonic()
             bridge_env = {"ACP_BRIDGE_TRANSCRIPT_DIR": str(self.transcripts)}
             bridge = start_bridge(self.root, "--agents-file", str(agents_file), env=bridge_env, cwd=self.work)
