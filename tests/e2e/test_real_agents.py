@@ -61,6 +61,16 @@ def parts(items: list[dict[str, Any]], part_type: str) -> list[dict[str, Any]]:
     return [p for item in items for p in item["content"] if p.get("type") == part_type]
 
 
+def advertised(caps: dict[str, Any], method: str) -> bool:
+    fs = caps.get("fs") or {}
+    flags = {
+        "fs/read_text_file": fs.get("readTextFile"),
+        "fs/write_text_file": fs.get("writeTextFile"),
+        "terminal/create": caps.get("terminal"),
+    }
+    return bool(flags[method])
+
+
 def client_path(report: dict[str, Any]) -> str:
     """Which way the agent's files and shell went: the bridge's ACP client services or its own tools."""
     used = sorted(m for m in report.get("agent_requests", {}) if m.startswith(("fs/", "terminal/")))
@@ -83,9 +93,10 @@ def test_agent_reads_writes_and_runs_a_shell_through_the_bridge(real: dict[str, 
     assert fake_llm.SHELL_OUTPUT in real["transcript_text"]
     # The agent uses the bridge's file and terminal services exactly when the bridge advertises them.
     caps = real["client_capabilities"] or {}
-    requests = real["agent_requests"]
-    assert bool(requests.get("fs/write_text_file")) == bool((caps.get("fs") or {}).get("writeTextFile")), requests
-    assert bool(requests.get("terminal/create")) == bool(caps.get("terminal")), requests
+    used = real["agent_requests"]
+    for method in ("fs/read_text_file", "fs/write_text_file", "terminal/create"):
+        expected = advertised(caps, method) and method in RECIPES[real["agent"]].client_services
+        assert bool(used.get(method)) == expected, (method, caps, used)
     assert of_type(real, "session.ended"), "terminate records session.ended"
 
 

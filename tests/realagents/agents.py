@@ -93,6 +93,8 @@ class AgentRecipe:
     no_ask_mode: str | None = None
     # ACP client methods the bridge must not offer this agent (agents file `disabled_services`).
     disabled_services: tuple[str, ...] = ()
+    # ACP client methods the agent calls when the bridge advertises them (else it uses its own tools).
+    client_services: tuple[str, ...] = ()
     # The scripted steps of the default prompt.
     steps: tuple[str, ...] = ("think", "plan", "write", "edit", "read", "shell")
 
@@ -120,6 +122,7 @@ RECIPES: dict[str, AgentRecipe] = {
             bin="node_modules/.bin/claude-code-acp",
             env=_claude_env,
             no_ask_mode="bypassPermissions",
+            client_services=("fs/read_text_file", "fs/write_text_file", "terminal/create"),
         ),
         AgentRecipe(
             name="gemini",
@@ -133,6 +136,7 @@ RECIPES: dict[str, AgentRecipe] = {
             # gemini-cli 0.61 reads a file through the client before writing it and takes the ACP
             # "resource not found" error for a failure, so it could never create a new file.
             disabled_services=("fs/read_text_file",),
+            client_services=("fs/write_text_file",),
         ),
     )
 }

@@ -29,12 +29,13 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
 from tests.realagents.agents import RECIPES, AgentRecipe, scrubbed_environ
 from tests.realagents.fake_llm import FakeLLMServer
-from tests.support import Bridge, iter_sse, start_bridge
+from tests.support import Bridge, iter_sse, start_bridge, wait_until
 
 REPLY_PATH = "/v1/sessions/{session_id}/permissions/{permission_id}/reply"
 TURN_TIMEOUT = 90.0
@@ -178,9 +179,7 @@ class Run:
         terminated = client.post(f"/v1/sessions/{self.session_id}/terminate")
         self._timed("terminate", started)
         self.report["terminate_status"] = terminated.status_code
-        deadline = time.monotonic() + 10
-        while marked_pids(self.marker) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: not marked_pids(self.marker), timeout=10)
         self.report["pids_before_terminate"] = pids_before
         self.report["leftover_pids"] = marked_pids(self.marker)
         self.report["bridge_children_after_terminate"] = descendants(bridge.proc.pid)
@@ -203,7 +202,8 @@ class Run:
 
     def _answer(self, client: httpx.Client, data: dict[str, Any]) -> dict[str, Any]:
         pid = data.get("permission_id")
-        reply = client.post(f"/v1/sessions/{self.session_id}/permissions/{pid}/reply", json={"reply": "once"})
+        url = f"/v1/sessions/{self.session_id}/permissions/{quote(str(pid), safe='')}/reply"
+        reply = client.post(url, json={"reply": "once"})
         return {"permission_id": pid, "action": data.get("action"), "status": reply.status_code}
 
     def _collect_transcript(self) -> None:
