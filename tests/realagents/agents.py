@@ -95,6 +95,8 @@ class AgentRecipe:
     disabled_services: tuple[str, ...] = ()
     # ACP client methods the agent calls when the bridge advertises them (else it uses its own tools).
     client_services: tuple[str, ...] = ()
+    # Whether the agent tells the client what its shell printed (gemini-cli keeps it for the model).
+    reports_shell_output: bool = True
     # The scripted steps of the default prompt.
     steps: tuple[str, ...] = ("think", "plan", "write", "edit", "read", "shell")
 
@@ -137,6 +139,7 @@ RECIPES: dict[str, AgentRecipe] = {
             # "resource not found" error for a failure, so it could never create a new file.
             disabled_services=("fs/read_text_file",),
             client_services=("fs/write_text_file",),
+            reports_shell_output=False,
         ),
     )
 }

@@ -352,12 +352,14 @@ class Handler(BaseHTTPRequestHandler):
         except ClientGone:
             self.close_connection = True
 
-    def _record(self, api: str, tools: dict[str, Any], calls_done: int, reply: Reply) -> None:
+    def _record(self, api: str, tools: dict[str, Any], calls_done: int, reply: Reply, last_result: str = "") -> None:
         self.server.log.add(
             {
                 "api": api,
                 "tools": sorted(tools),
                 "calls_done": calls_done,
+                # What the agent reported back for its newest tool call: proof that the tool ran.
+                "last_result": last_result[:2000],
                 "reply": reply.note,
                 "tool": reply.call.name if reply.call else None,
                 "arguments": reply.call.arguments if reply.call else None,
@@ -394,7 +396,7 @@ class Handler(BaseHTTPRequestHandler):
                     )
                     break
         reply = next_reply(directive, calls_done, tools)
-        self._record("anthropic", tools, calls_done, reply)
+        self._record("anthropic", tools, calls_done, reply, _anthropic_last_result(messages))
         total_calls = sum(1 for m in messages for b in _blocks(m) if b.get("type") == "tool_use")
         call_id = f"toolu_fake_{total_calls + 1:03d}"
         message_id = f"msg_fake_{len(messages):03d}"
@@ -524,7 +526,7 @@ class Handler(BaseHTTPRequestHandler):
                     )
                     break
         reply = next_reply(directive, calls_done, tools)
-        self._record("gemini", tools, calls_done, reply)
+        self._record("gemini", tools, calls_done, reply, _gemini_last_result(contents))
         parts = []
         if reply.thinking:
             parts.append({"text": reply.thinking, "thought": True})
@@ -597,6 +599,27 @@ def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     if isinstance(content, list):
         return [b for b in content if isinstance(b, dict)]
     return []
+
+
+def _anthropic_last_result(messages: list[dict[str, Any]]) -> str:
+    if not messages or messages[-1].get("role") != "user":
+        return ""
+    texts = []
+    for block in _blocks(messages[-1]):
+        if block.get("type") == "tool_result":
+            content = block.get("content")
+            if isinstance(content, str):
+                texts.append(content)
+            elif isinstance(content, list):
+                texts += [b.get("text", "") for b in content if isinstance(b, dict)]
+    return "\n".join(texts)
+
+
+def _gemini_last_result(contents: list[dict[str, Any]]) -> str:
+    if not contents:
+        return ""
+    responses = [p["functionResponse"] for p in contents[-1].get("parts") or [] if "functionResponse" in p]
+    return json.dumps(responses) if responses else ""
 
 
 def _anthropic_text(message: dict[str, Any]) -> str:
