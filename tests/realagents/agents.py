@@ -179,6 +179,8 @@ def install(recipe: AgentRecipe, root: Path | None = None, timeout: float = INST
             "--ignore-scripts",  # nothing the agents need is built at install time
             "--loglevel=error",
             "--fetch-retries=1",
+            "--fetch-retry-mintimeout=1000",
+            "--fetch-retry-maxtimeout=5000",
             "--fetch-timeout=60000",
             "--prefix",
             str(prefix),
