@@ -120,6 +120,7 @@ class AgentConnection:
         self.agent_capabilities: dict[str, Any] = {}
         self.agent_info: dict[str, Any] = {}
         self.protocol_version: Any = None
+        self.initialize_result: dict[str, Any] = {}
 
     # ---- client -> agent -----------------------------------------------------------------
     async def initialize(self, client_capabilities: dict[str, Any]) -> dict[str, Any]:
@@ -132,6 +133,7 @@ class AgentConnection:
             },
         )
         result = result if isinstance(result, dict) else {}
+        self.initialize_result = result
         self.protocol_version = result.get("protocolVersion")
         caps = result.get("agentCapabilities")
         self.agent_capabilities = caps if isinstance(caps, dict) else {}

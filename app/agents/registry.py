@@ -147,6 +147,10 @@ class AgentSpec:
     capabilities: dict[str, bool] = field(default_factory=lambda: dict(ACP_CAPABILITIES))
     # ACP client methods (e.g. "fs/read_text_file") neither advertised to nor answered for this agent.
     disabled_services: frozenset[str] = frozenset()
+    # Learned from the agent's last `initialize`/`session/new` (ACP modes and models are session-scoped).
+    version: str | None = None
+    modes: list[dict[str, str]] | None = None
+    models: dict[str, Any] | None = None
 
     @property
     def is_mock(self) -> bool:
@@ -175,6 +179,43 @@ class AgentSpec:
         if self.id == "opencode":
             return has("anthropic") or has("openai")
         return True  # mock and custom agents: the bridge cannot tell, and asks for nothing
+
+    def learn(self, initialize: dict[str, Any], new_session: dict[str, Any]) -> None:
+        """Keep what a started session told about the agent, for /v1/agents and its modes/models."""
+        info = initialize.get("agentInfo")
+        if isinstance(info, dict) and isinstance(info.get("version"), str) and not self.is_mock:
+            self.version = info["version"]
+        if self.legacy:
+            return  # the legacy table stays authoritative for the legacy ids
+        caps = initialize.get("agentCapabilities")
+        prompt = caps.get("promptCapabilities") if isinstance(caps, dict) else None
+        if isinstance(prompt, dict):
+            self.capabilities["images"] = bool(prompt.get("image"))
+        modes = new_session.get("modes")
+        if isinstance(modes, dict) and isinstance(modes.get("availableModes"), list):
+            self.modes = [
+                {
+                    "id": str(m.get("id")),
+                    "name": str(m.get("name", m.get("id"))),
+                    "description": str(m.get("description") or ""),
+                }
+                for m in modes["availableModes"]
+                if isinstance(m, dict) and m.get("id")
+            ]
+        for option in new_session.get("configOptions") or []:
+            if (
+                isinstance(option, dict)
+                and option.get("category") == "model"
+                and isinstance(option.get("options"), list)
+            ):
+                models = [
+                    {"id": str(o["value"]), "name": str(o.get("name", o["value"]))}
+                    for o in option["options"]
+                    if isinstance(o, dict) and "value" in o
+                ]
+                self.models = {"models": models}
+                if isinstance(option.get("currentValue"), str):
+                    self.models["defaultModel"] = option["currentValue"]
 
     def allowed_agent_modes(self) -> set[str] | None:
         """None means any mode string is passed through."""

@@ -23,6 +23,9 @@ def agent_info(spec: AgentSpec, request: Request) -> dict[str, Any]:
     }
     if spec.is_mock:
         info["version"] = "builtin"
+    elif spec.version is not None:
+        info["version"] = spec.version
+    if spec.is_mock:
         placeholder = deps.registry(request).mock_placeholder()
         if placeholder is not None and placeholder.exists():
             info["path"] = str(placeholder)
@@ -72,4 +75,4 @@ async def get_agent_modes(agent: str, request: Request) -> JSONResponse:
 )
 async def get_agent_models(agent: str, request: Request) -> JSONResponse:
     spec = deps.registry(request).get(path_param(agent))
-    return JSONResponse(LEGACY_MODELS.get(spec.id) or {"models": []})
+    return JSONResponse(LEGACY_MODELS.get(spec.id) or spec.models or {"models": []})

@@ -20,6 +20,7 @@ from app.settings import Settings
 
 from . import services
 from .session import Session, SessionConfig
+from .skills import skills_hook
 
 PERMISSION_MODES = ("default", "plan", "bypass", "acceptEdits")
 
@@ -108,5 +109,5 @@ class SessionManager:
         await asyncio.gather(*(s.shutdown() for s in sessions), return_exceptions=True)
 
 
-# Async checks run at create before normalisation (e.g. skills resolution), in registration order.
-CREATE_HOOKS: list[Any] = []
+# Async checks run at create before normalisation (legacy step 4: skills), in registration order.
+CREATE_HOOKS: list[Any] = [skills_hook]

@@ -185,6 +185,7 @@ class Session:
             raise StreamError("agent answered session/new without a sessionId")
         self.new_session_result = result
         self.native_session_id = result["sessionId"]
+        self.spec.learn(self.connection.initialize_result, result)
         await self._apply_modes(result)
 
     async def _apply_modes(self, result: dict[str, Any]) -> None:

@@ -1,0 +1,18 @@
+"""The Docker image builds and serves a mock session (opt-in: ACP_BRIDGE_TEST_DOCKER=1, root, Debian)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SMOKE = Path(__file__).with_name("smoke.sh")
+
+
+@pytest.mark.skipif(os.environ.get("ACP_BRIDGE_TEST_DOCKER") != "1", reason="set ACP_BRIDGE_TEST_DOCKER=1")
+def test_docker_image_smoke() -> None:
+    result = subprocess.run(["bash", str(SMOKE)], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed, 0 failed" in result.stdout
