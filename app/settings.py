@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     # Milliseconds between the mock agent's scripted steps (legacy paced at 200).
     mock_pacing_ms: int = 0
 
+    # When set, every session's raw ACP traffic (both directions) is written to
+    # `<transcript_dir>/<session id>.jsonl`, one `{"t", "dir", "msg"}` object per line.
+    transcript_dir: Path | None = None
+
     log_level: str = "warning"
 
     @field_validator("fs_roots", mode="before")

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 from collections import deque
+from pathlib import Path
 from typing import Any, Protocol
 
 import acp
@@ -24,6 +25,7 @@ from acp.exceptions import RequestError
 from acp.task import MessageSender, TaskSupervisor
 
 from .process import AgentProcess
+from .transcript import AGENT_TO_CLIENT, CLIENT_TO_AGENT, TranscriptWriter
 
 _SDK_DIR = os.path.dirname(acp.__file__)
 
@@ -61,6 +63,8 @@ class ObservedTransport(NdjsonTransport):
         self._observer = observer
         self._batch: deque[dict[str, Any]] = deque()
         self.eof = asyncio.Event()
+        # Wire transcript, when enabled: written before the message is handled or sent.
+        self.transcript: TranscriptWriter | None = None
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
@@ -91,10 +95,15 @@ class ObservedTransport(NdjsonTransport):
             return self._deliver(message)
 
     def _deliver(self, message: dict[str, Any]) -> dict[str, Any]:
+        if self.transcript is not None:
+            self.transcript.write(AGENT_TO_CLIENT, message)
         self._observer.on_incoming(message)
         return message
 
     async def send(self, message: dict[str, Any]) -> None:
+        if self.transcript is not None:
+            # Before the write: the agent's answer may be read before `send` returns.
+            self.transcript.write(CLIENT_TO_AGENT, message)
         await super().send(message)
         self._observer.on_outgoing(message)
 
@@ -137,6 +146,15 @@ class AgentConnection:
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self.conn.send_notification(method, params)
+
+    def record_transcript(self, directory: Path, session_id: str) -> None:
+        """Write every message of this connection, both ways, to ``<directory>/<session id>.jsonl``."""
+        self.transport.transcript = TranscriptWriter.open(directory.expanduser(), session_id)
+
+    async def close_transcript(self) -> None:
+        writer, self.transport.transcript = self.transport.transcript, None
+        if writer is not None:
+            await writer.aclose()
 
     @property
     def prompt_capabilities(self) -> dict[str, Any]:

@@ -5,6 +5,7 @@ Agents file (TOML)::
     [agents.probe]
     command = ["python3", "/abs/path/probe_agent.py", "--flag"]
     env = { PROBE_MODE = "fast" }
+    disabled_services = ["fs/read_text_file"]   # ACP client methods not offered to this agent
 """
 
 from __future__ import annotations
@@ -144,6 +145,8 @@ class AgentSpec:
     env: dict[str, str] = field(default_factory=dict)
     legacy: bool = False
     capabilities: dict[str, bool] = field(default_factory=lambda: dict(ACP_CAPABILITIES))
+    # ACP client methods (e.g. "fs/read_text_file") neither advertised to nor answered for this agent.
+    disabled_services: frozenset[str] = frozenset()
     # Learned from the agent's last `initialize`/`session/new` (ACP modes and models are session-scoped).
     version: str | None = None
     modes: list[dict[str, str]] | None = None
@@ -248,7 +251,10 @@ def load_agents_file(path: Path) -> list[AgentSpec]:
         env = entry.get("env", {})
         if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
             raise AgentsFileError(f"{path}: agents.{agent_id}.env must be a table of strings")
-        specs.append(AgentSpec(agent_id, list(command), dict(env)))
+        disabled = entry.get("disabled_services", [])
+        if not isinstance(disabled, list) or not all(isinstance(m, str) for m in disabled):
+            raise AgentsFileError(f"{path}: agents.{agent_id}.disabled_services must be a list of method names")
+        specs.append(AgentSpec(agent_id, list(command), dict(env), disabled_services=frozenset(disabled)))
     return specs
 
 

@@ -137,6 +137,8 @@ class Session:
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
             raise AgentNotInstalled(self.spec.id, {"message": str(exc)}) from exc
         self.connection = AgentConnection(self.process, self)
+        if self.settings.transcript_dir is not None:
+            self.connection.record_transcript(self.settings.transcript_dir, self.id)
         try:
             await asyncio.wait_for(self._handshake(), self.settings.agent_start_timeout)
         except BaseException as exc:
@@ -162,7 +164,7 @@ class Session:
 
     async def _handshake(self) -> None:
         assert self.connection is not None
-        await self.connection.initialize(services.client_capabilities())
+        await self.connection.initialize(services.client_capabilities(self.spec.disabled_services))
         meta = {
             META + "sessionId": self.id,
             META + "agent": self.config.agent,
@@ -356,7 +358,7 @@ class Session:
 
     async def handle_request(self, method: str, params: Any, request_id: Any) -> Any:
         service = services.SERVICES.get(method)
-        if service is None:
+        if service is None or method in self.spec.disabled_services:
             raise RequestError.method_not_found(method)
         return await service.handle(self, params, request_id)
 
@@ -411,6 +413,8 @@ class Session:
                 await asyncio.wait_for(self.connection.close(), 2.0)
         if self.process is not None:
             await self.process.stop(self.settings.agent_kill_grace)
+        if self.connection is not None:
+            await self.connection.close_transcript()
         if self._turn_task is not None:
             self._turn_task.cancel()
             with contextlib.suppress(BaseException):

@@ -1,0 +1,138 @@
+"""Run a command inside a fresh network namespace that has only loopback, so nothing can leave.
+
+``unshare -n`` (root) or ``unshare -rn`` (anyone, where user namespaces are allowed) gives a new
+network namespace; this module, run as the namespace's first process, brings ``lo`` up with an
+ioctl (no iproute2 needed) and then execs the real command::
+
+    unshare -n python -m tests.realagents.netns -- python -m tests.realagents.driver ...
+
+``isolation()`` says whether this works here (cached), and why not when it does not, so tests
+can skip with the reason.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import functools
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_SIOCGIFFLAGS = 0x8913
+_SIOCSIFFLAGS = 0x8914
+_IFF_UP = 0x1
+_IFREQ = "16sh22x"  # struct ifreq: name, flags, padding to 40 bytes
+
+# An address outside the machine: inside the namespace, connecting must fail at once.
+_OUTSIDE = ("192.0.2.1", 9)  # TEST-NET-1, never routed
+
+
+def loopback_up() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack(_IFREQ, b"lo", 0)
+        flags = struct.unpack(_IFREQ, fcntl.ioctl(sock, _SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack(_IFREQ, b"lo", flags | _IFF_UP))
+
+
+def check_isolated() -> str | None:
+    """None when loopback works and the outside is unreachable; else what is wrong."""
+    try:
+        with socket.socket() as server:
+            server.bind(("127.0.0.1", 0))
+            server.listen(1)
+            with socket.create_connection(server.getsockname(), timeout=2):
+                pass
+    except OSError as exc:
+        return f"loopback does not work in the namespace: {exc}"
+    with socket.socket() as probe:
+        probe.settimeout(2)
+        try:
+            probe.connect(_OUTSIDE)
+        except OSError as exc:
+            if exc.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EADDRNOTAVAIL):
+                return None
+            return f"the namespace is not loopback-only: connecting outside gave {exc}"
+    return "the namespace is not loopback-only: an outside address answered"
+
+
+@dataclass(frozen=True, slots=True)
+class Isolation:
+    prefix: tuple[str, ...] | None  # argv prefix that runs a command isolated, None when impossible
+    reason: str  # how (when possible) or why not
+
+    @property
+    def available(self) -> bool:
+        return self.prefix is not None
+
+
+def _wrapper(python: str) -> list[str]:
+    return [python, "-m", "tests.realagents.netns", "--"]
+
+
+@functools.cache
+def isolation(python: str = sys.executable) -> Isolation:
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return Isolation(None, "unshare (util-linux) is not installed")
+    attempts = [[unshare, "-n"], [unshare, "-rn"]] if os.geteuid() == 0 else [[unshare, "-rn"]]
+    problems = []
+    for attempt in attempts:
+        argv = [*attempt, python, "-m", "tests.realagents.netns", "--check"]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30, cwd=ROOT, env=_env())
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            problems.append(f"{' '.join(attempt)}: {exc}")
+            continue
+        if done.returncode == 0:
+            return Isolation((*attempt, *_wrapper(python)), " ".join(attempt))
+        problems.append(f"{' '.join(attempt)}: {(done.stderr or done.stdout).strip()[-300:]}")
+    return Isolation(None, "no loopback-only network namespace: " + "; ".join(problems))
+
+
+def _env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {**os.environ, **(extra or {})}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def run_isolated(
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    cwd: Path = ROOT,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` in a new loopback-only namespace; raises RuntimeError when impossible."""
+    iso = isolation()
+    if iso.prefix is None:
+        raise RuntimeError(iso.reason)
+    return subprocess.run([*iso.prefix, *argv], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=_env(env))
+
+
+def main(argv: list[str]) -> None:
+    if argv not in (["--check"],) and argv[:1] != ["--"]:
+        sys.exit("usage: python -m tests.realagents.netns --check | -- COMMAND...")
+    try:
+        loopback_up()
+    except OSError as exc:
+        sys.exit(f"cannot bring loopback up: {exc}")
+    if argv == ["--check"]:
+        problem = check_isolated()
+        sys.exit(problem)  # None: exit status 0
+    command = argv[1:]
+    if not command:
+        sys.exit("no command given")
+    os.execvp(command[0], command)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,136 @@
+"""The scripted fake LLM the real-agent tests run against (127.0.0.1 only)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.realagents import fake_llm
+from tests.realagents.fake_llm import Directive, FakeLLMServer, fill_arguments, next_reply, plan_arguments
+
+BASH_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string"},
+        "timeout": {"type": "number", "maximum": 600000},
+        "description": {"type": "string"},
+    },
+    "required": ["command", "timeout"],
+}
+WRITE_SCHEMA = {
+    "type": "object",
+    "properties": {"file_path": {"type": "string"}, "content": {"type": "string"}},
+    "required": ["file_path", "content"],
+}
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[FakeLLMServer]:
+    server = FakeLLMServer().start()
+    yield server
+    server.stop()
+
+
+def test_directive_parsing() -> None:
+    found = Directive.find("x [scenario:think,plan,write dir=/w/d] y")
+    assert found == Directive(["plan", "write"], True, "/w/d")
+    assert Directive.find("[scenario:text] then [scenario:shell]") == Directive(["shell"], False, None)
+    assert Directive.find("no directive") is None
+
+
+def test_arguments_follow_the_offered_schema() -> None:
+    args = fill_arguments(BASH_SCHEMA, {"command": "echo hi"})
+    assert args == {"command": "echo hi", "timeout": 60000, "description": "Run a scripted command"}
+    array_schema = {"properties": {"command": {"type": "array"}}, "required": ["command"]}
+    assert fill_arguments(array_schema, {"command": "ls"}) == {"command": ["bash", "-lc", "ls"]}
+    todos = {
+        "properties": {
+            "todos": {
+                "type": "array",
+                "items": {
+                    "properties": {
+                        "content": {"type": "string"},
+                        "status": {"enum": ["pending", "in_progress", "completed"]},
+                        "activeForm": {"type": "string"},
+                    },
+                    "required": ["content", "status", "activeForm"],
+                },
+            }
+        },
+        "required": ["todos"],
+    }
+    entries = plan_arguments(todos)["todos"]
+    assert entries[0] == {"content": "Write the file", "status": "in_progress", "activeForm": "Writing the file"}
+
+
+def test_one_tool_call_per_step_then_the_final_text() -> None:
+    directive = Directive(["write", "shell"], False, "/w")
+    tools = {"Write": WRITE_SCHEMA, "Bash": BASH_SCHEMA}
+    first = next_reply(directive, 0, tools)
+    assert first.call is not None and first.call.name == "Write"
+    assert first.call.arguments == {"file_path": "/w/hello.txt", "content": fake_llm.FILE_TEXT}
+    second = next_reply(directive, 1, tools)
+    assert second.call is not None and second.call.arguments["command"] == fake_llm.SHELL_COMMAND
+    final = next_reply(directive, 2, tools)
+    assert final.call is None and fake_llm.FINAL_MARK in final.text
+    # No tools offered (a side call): plain text, never a loop.
+    assert next_reply(directive, 0, {}).call is None
+
+
+def anthropic_stream(response: httpx.Response) -> list[dict[str, Any]]:
+    return [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
+
+
+def test_anthropic_streaming_round_trip(llm: FakeLLMServer) -> None:
+    prompt = {"role": "user", "content": [{"type": "text", "text": "[scenario:think,write dir=/w] go"}]}
+    body = {
+        "model": "m",
+        "stream": True,
+        "messages": [prompt],
+        "tools": [{"name": "Write", "input_schema": WRITE_SCHEMA}],
+    }
+    first = anthropic_stream(httpx.post(llm.base_url + "/v1/messages?beta=true", json=body, timeout=10))
+    assert first[0]["type"] == "message_start" and first[-1]["type"] == "message_stop"
+    kinds = [e["content_block"]["type"] for e in first if e["type"] == "content_block_start"]
+    assert kinds == ["thinking", "text", "tool_use"]
+    partial = "".join(e["delta"].get("partial_json", "") for e in first if e["type"] == "content_block_delta")
+    assert json.loads(partial)["file_path"] == "/w/hello.txt"
+    assert next(e for e in first if e["type"] == "message_delta")["delta"]["stop_reason"] == "tool_use"
+    call_id = next(e for e in first if e["type"] == "content_block_start" and e["index"] == 2)["content_block"]["id"]
+    body["messages"] += [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": call_id, "name": "Write", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": "ok"}]},
+    ]
+    second = anthropic_stream(httpx.post(llm.base_url + "/v1/messages", json=body, timeout=10))
+    text = "".join(e["delta"].get("text", "") for e in second if e["type"] == "content_block_delta")
+    assert text.endswith(fake_llm.FINAL_MARK)
+    assert [r["reply"] for r in llm.log.entries[-2:]] == ["write", "final"]
+
+
+def test_gemini_round_trip(llm: FakeLLMServer) -> None:
+    decl = {"name": "run_shell_command", "parametersJsonSchema": {"properties": {"command": {"type": "string"}}}}
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": "[scenario:shell]"}]}],
+        "tools": [{"functionDeclarations": [decl]}],
+    }
+    url = llm.base_url + "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    chunks = [
+        json.loads(line[5:])
+        for line in httpx.post(url, json=body, timeout=10).text.splitlines()
+        if line.startswith("data:")
+    ]
+    parts = [p for c in chunks for p in c["candidates"][0]["content"]["parts"]]
+    call = next(p["functionCall"] for p in parts if "functionCall" in p)
+    assert call == {"name": "run_shell_command", "args": {"command": fake_llm.SHELL_COMMAND}}
+    side = {
+        "contents": body["contents"],
+        "generationConfig": {
+            "responseJsonSchema": {"type": "object", "properties": {"next_speaker": {"enum": ["model", "user"]}}}
+        },
+    }
+    answer = httpx.post(llm.base_url + "/v1beta/models/m:generateContent", json=side, timeout=10).json()
+    assert json.loads(answer["candidates"][0]["content"]["parts"][0]["text"]) == {"next_speaker": "user"}
