@@ -51,7 +51,7 @@ class AgentObserver(Protocol):
         """A stdout line that is not a JSON-RPC message."""
 
     def on_outgoing(self, message: dict[str, Any]) -> None:
-        """Every message the bridge sent to the agent."""
+        """Every message the bridge sends to the agent, just before it is written."""
 
     async def handle_request(self, method: str, params: Any, request_id: Any) -> Any:
         """Answer an agent->client request; raise ``RequestError`` to answer an error."""
@@ -104,8 +104,9 @@ class ObservedTransport(NdjsonTransport):
         if self.transcript is not None:
             # Before the write: the agent's answer may be read before `send` returns.
             self.transcript.write(CLIENT_TO_AGENT, message)
-        await super().send(message)
+        # Before the write too: the answer to a request may be read before the write returns.
         self._observer.on_outgoing(message)
+        await super().send(message)
 
 
 class AgentConnection:
