@@ -1,3 +1,5 @@
 """Imports every module that registers a client service or notification handler."""
 
 from __future__ import annotations
+
+from . import agent_events  # noqa: F401  (_sandbox-agent/error)

@@ -9,10 +9,11 @@ replaces what the chunks built up. Rules:
 - Chunks continue the open item when they carry its messageId; without messageIds (older agents),
   when they are of the same update kind. Thought and text chunks sharing a messageId are one item.
 - The item completes with its full content when the message ends: a chunk of another message,
-  the end of the turn, an item-producing update (tool call, plan...) for messages without a
-  messageId, or ``_meta["sandbox-agent/status"]`` = ``"completed"``/``"failed"`` on a chunk.
-- A chunk for a messageId whose item already completed starts a new item; its native id gets a
-  ``#<n>`` suffix so that one native id keeps naming one item.
+  another item or an error event starting (tool call, plan...), the end of the turn, or
+  ``_meta["sandbox-agent/status"]`` = ``"completed"``/``"failed"`` on a chunk. So items complete in
+  the order they started, and text said before a tool call is complete before the call shows.
+- A chunk for a messageId whose item already completed (a message continued after a tool call)
+  starts a new item; its native id gets a ``#<n>`` suffix so that one native id keeps naming one item.
 
 Incoming ``_meta["sandbox-agent/..."]`` on the update is honoured, never required: ``itemId``,
 ``nativeItemId``, ``parentId``, ``itemKind`` (message/system/status/unknown), ``status`` (a string:
@@ -82,6 +83,8 @@ class OpenMessage:
     started: bool = False
 
     def add_text(self, part_type: str, visibility: str | None, text: str) -> None:
+        if not text:
+            return  # an empty chunk adds no part (a status-only message has just its status part)
         entries = self.entries
         if entries:
             last = entries[-1]
@@ -178,7 +181,7 @@ class MessageAssembler:
             out.extend(self._lifecycle.started(self._item(current, "in_progress"), raw=raw))
         if delta and current.kind == "message":
             out.append(self._lifecycle.delta_draft(current.item_id, current.native_item_id, delta, raw))
-        if status in ENDING_STATUSES:
+        if type(status) is str and status in ENDING_STATUSES:
             out.extend(self.close(status))
         return out
 
@@ -238,7 +241,7 @@ class MessageAssembler:
             current.started = True
             out.extend(self._lifecycle.started(self._item(current, "in_progress"), raw=raw))
         status = meta.get(_STATUS) if meta else None
-        if status in ENDING_STATUSES:
+        if type(status) is str and status in ENDING_STATUSES:
             out.extend(self.close(status))
         return out
 
@@ -252,12 +255,6 @@ class MessageAssembler:
             self._closed.add(current.key)
         raw = current.raw if len(current.raw) > 1 else (current.raw[0] if current.raw else None)
         return self._lifecycle.completed(self._item(current, status), raw=raw)
-
-    def close_unkeyed(self) -> list[EventDraft]:
-        """Close the open message if it has no id: another item starting ends it (v1 agents)."""
-        if self.open is not None and self.open.key is None:
-            return self.close()
-        return []
 
     @staticmethod
     def _item(current: OpenMessage, status: str) -> dict[str, Any]:

@@ -109,25 +109,26 @@ class SessionTranslator:
         if "_meta" in update:
             asked = extensions.unparsed_request(update)
             if asked is not None:
-                return self._agent_unparsed(asked, raw)
-        chunk = CHUNK_KINDS.get(kind)
-        if chunk is not None:
-            problem = block_problem(update.get("content"))
-            if problem is not None:
-                return self.unparsed(f"invalid {kind}: {problem}", "session/update", raw)
-            drafts = self.messages.chunk(update, raw, *chunk)
-        else:
-            handler = UPDATE_HANDLERS.get(kind)
-            if handler is None:
-                return self.unparsed(f"unknown sessionUpdate: {kind}", "session/update", raw)
-            problem = update_problem(kind, update)
-            if problem is not None:
-                return self.unparsed(f"invalid {kind}: {problem}", "session/update", raw)
-            try:
+                return self.messages.close() + self._agent_unparsed(asked, raw)
+        try:
+            chunk = CHUNK_KINDS.get(kind)
+            if chunk is not None:
+                problem = block_problem(update.get("content"))
+                if problem is not None:
+                    return self.unparsed(f"invalid {kind}: {problem}", "session/update", raw)
+                drafts = self.messages.chunk(update, raw, *chunk)
+            else:
+                handler = UPDATE_HANDLERS.get(kind)
+                if handler is None:
+                    return self.unparsed(f"unknown sessionUpdate: {kind}", "session/update", raw)
+                problem = update_problem(kind, update)
+                if problem is not None:
+                    return self.unparsed(f"invalid {kind}: {problem}", "session/update", raw)
                 drafts = handler(self, update, raw)
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                # A shape the checks let through but the handler cannot use: reported, never fatal.
-                return self.unparsed(f"invalid {kind}: {exc!r}", "session/update", raw)
+        except Exception as exc:
+            # A shape the checks let through but translation cannot use: reported, and the session
+            # goes on (an exception here would stop reading the agent).
+            return self.unparsed(f"could not translate {kind}: {exc!r}", "session/update", raw)
         if "_meta" in params and extensions.is_synthetic(params):
             for draft in drafts:
                 if draft.raw is raw:
@@ -150,7 +151,7 @@ class SessionTranslator:
         draft = extensions.agent_error(params, raw)
         if draft is None:
             return self.unparsed(f"invalid {extensions.ERROR_NOTIFICATION}: needs a message", "agent.stdout", raw)
-        return [draft]
+        return [*self.messages.close(), draft]
 
     # ---- turns ---------------------------------------------------------------------------
     def turn_started(self, turn_id: str, text: str, parts: list[dict[str, Any]], raw: Any) -> list[EventDraft]:

@@ -32,7 +32,7 @@ V1_PLAN_ID = "main"
 def status_item(
     t: SessionTranslator, update: dict[str, Any], raw: Any, label: str, detail: str | None, extra: list[dict[str, Any]]
 ) -> list[EventDraft]:
-    out = t.messages.close_unkeyed()
+    out = t.messages.close()
     native = meta_str(update, "nativeItemId")
     item_id = meta_str(update, "itemId")
     if item_id:

@@ -116,7 +116,7 @@ class ToolCalls:
         call_id: str = update["toolCallId"]
         if call_id in self.finished:
             return []
-        out = self._t.messages.close_unkeyed()
+        out = self._t.messages.close()
         state = self.calls.get(call_id)
         is_new = state is None
         if state is None:

@@ -118,6 +118,7 @@ class MockAgent:
             session_id = f"mock-{legacy_id}" if legacy_id else f"mock-{len(self._sessions) + 1}"
             mode = meta.get("sandbox-agent/agentMode") or "build"
             self._sessions[session_id] = {"n": 0, "cwd": params.get("cwd"), "mode": mode, "meta": meta}
+            self._sessions[session_id]["id"] = session_id
             return {
                 "sessionId": session_id,
                 "modes": {
@@ -181,6 +182,8 @@ class MockAgent:
             await self.run_step(session_id, step, ctx)
         if session_id in self._cancelled:
             return {"stopReason": "cancelled"}
+        if ctx.result_meta:
+            return {"stopReason": ctx.stop_reason, "_meta": ctx.result_meta}
         return {"stopReason": ctx.stop_reason}
 
     async def run_step(self, session_id: str, step: Step, ctx: Context) -> None:

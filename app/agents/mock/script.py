@@ -32,6 +32,7 @@ class Context:
     agent: Any = None
     saved: dict[str, Any] = field(default_factory=dict)
     stop_reason: str = "end_turn"
+    result_meta: dict[str, Any] = field(default_factory=dict)  # `_meta` of the session/prompt result
 
     @property
     def words(self) -> list[str]:
