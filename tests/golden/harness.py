@@ -46,7 +46,9 @@ class Replay:
                 self.turns[msg.get("id")] = turn_id
                 params = msg.get("params") or {}
                 text = "".join(
-                    b.get("text", "") for b in params.get("prompt", []) if isinstance(b, dict) and b.get("type") == "text"
+                    b.get("text", "")
+                    for b in params.get("prompt", [])
+                    if isinstance(b, dict) and b.get("type") == "text"
                 )
                 self.drafts += self.translator.turn_started(turn_id, text, [], raw=msg)
             elif method is None and "result" in msg:
