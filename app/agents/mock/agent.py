@@ -172,6 +172,7 @@ class MockAgent:
         self._cancelled.discard(session_id)
         text = "".join(block.get("text", "") for block in params.get("prompt", []) if block.get("type") == "text")
         session["n"] += 1
+        session["prompt_meta"] = params.get("_meta") or {}
         ctx = Context(prefix=f"mock_{session['n']}", message=text.strip(), session=session, agent=self)
         steps = script_for(ctx)
         for index, step in enumerate(steps):

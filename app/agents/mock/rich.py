@@ -291,6 +291,27 @@ def _diff(ctx: Context) -> list[Step]:
     ]
 
 
+@command("meta")
+def _meta(ctx: Context) -> list[Step]:
+    """Replies with the ``sandbox-agent`` _meta the agent received (session/new and this prompt), as JSON."""
+    received = {"sessionNew": ctx.session.get("meta") or {}, "prompt": ctx.session.get("prompt_meta") or {}}
+    return say(ctx.id("meta"), json.dumps(received, sort_keys=True))
+
+
+@command("title")
+def _title(ctx: Context) -> list[Step]:
+    """Renames the session (session_info_update), as agents that summarise a conversation do."""
+    stamp = "2026-01-30T10:15:42Z"
+    return [update({"sessionUpdate": "session_info_update", "title": ctx.rest or None, "updatedAt": stamp})]
+
+
+@command("mode")
+def _mode(ctx: Context) -> list[Step]:
+    """Switches the agent's mode on its own (current_mode_update)."""
+    ctx.session["mode"] = ctx.rest or "build"
+    return [update({"sessionUpdate": "current_mode_update", "currentModeId": ctx.session["mode"]})]
+
+
 @command("v2")
 def _v2(ctx: Context) -> list[Step]:
     """ACP v2 draft shapes: whole-message upserts, a tool call that starts with an update and streams
