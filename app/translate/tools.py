@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import diffs
-from .content import META_PREFIX, block_to_part, meta_str
+from .content import block_to_part, meta_str
 from .drafts import EventDraft
 from .items import make_item
 
@@ -77,6 +77,10 @@ class ToolCallState:
     chunked: bool = False
     raws: list[Any] = field(default_factory=list)
     _diff_cache: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+
+    def raw(self) -> Any:
+        """The call's ACP messages: one message as itself, several as a list."""
+        return list(self.raws) if len(self.raws) > 1 else (self.raws[0] if self.raws else None)
 
     @property
     def ended(self) -> bool:
@@ -130,12 +134,14 @@ class ToolCalls:
             state.name = detect_name(state)
         if is_new:
             out.extend(self._t.lifecycle.started(self._call_item(state, "in_progress"), raw=raw))
+        # Started events carry the message that started the item; completed ones every message of
+        # the call so far, since any of them may have set what the item shows.
         if not state.call_done and (state.status != "pending" or state.has_output):
-            out.extend(self._complete_call(state, raw))
+            out.extend(self._complete_call(state, state.raw()))
         if not state.result_started and (state.has_output or state.ended):
             out.extend(self._start_result(state, raw))
         if state.ended:
-            out.extend(self._finish(state, raw, "completed" if state.status == "completed" else "failed"))
+            out.extend(self._finish(state, state.raw(), "completed" if state.status == "completed" else "failed"))
         return out
 
     def _create(self, call_id: str, update: dict[str, Any]) -> ToolCallState:
@@ -232,7 +238,7 @@ class ToolCalls:
         """Complete every unfinished call as it stands (end of a turn)."""
         out: list[EventDraft] = []
         for state in list(self.calls.values()):
-            raw = state.raws if len(state.raws) > 1 else (state.raws[0] if state.raws else None)
+            raw = state.raw()
             if not state.call_done:
                 out.extend(self._complete_call(state, raw))
             if not state.result_started:
@@ -351,5 +357,3 @@ def edit_target(state: ToolCallState) -> tuple[str, str] | None:
 
 
 EDIT_KEYS = ("old_string", "oldString", "new_string", "newString", "edits")
-
-_TOOL_NAME_KEY = META_PREFIX + "toolName"

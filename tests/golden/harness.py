@@ -17,9 +17,32 @@ from typing import Any
 from app.translate.drafts import ERROR, EventDraft
 from app.translate.extensions import ERROR_NOTIFICATION, rpc_error_data
 from app.translate.session import SessionTranslator
+from tests.support import ROOT, SHARED
 
 AGENT = "agent->client"
 CLIENT = "client->agent"
+GOLDEN = ROOT / "tests" / "golden"
+PROJECT_TRANSCRIPTS = GOLDEN / "transcripts"
+SHARED_TRANSCRIPTS = SHARED / "acp" / "transcripts"
+SHARED_EXPECTED = GOLDEN / "shared"
+
+
+def project_transcripts() -> list[Path]:
+    return sorted(PROJECT_TRANSCRIPTS.glob("*.jsonl"))
+
+
+def shared_transcripts() -> list[Path]:
+    return sorted(SHARED_TRANSCRIPTS.glob("*.jsonl")) if SHARED_TRANSCRIPTS.is_dir() else []
+
+
+def transcripts() -> list[Path]:
+    return project_transcripts() + shared_transcripts()
+
+
+def expected_path(transcript: Path) -> Path:
+    """``<name>.expected.json`` beside a project recording; under tests/golden/shared for shared ones."""
+    folder = PROJECT_TRANSCRIPTS if transcript.parent == PROJECT_TRANSCRIPTS else SHARED_EXPECTED
+    return folder / (transcript.name.removesuffix(".jsonl") + ".expected.json")
 
 
 def load(path: Path) -> list[dict[str, Any]]:
