@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from app.agents.mock import commands  # noqa: F401  (registers every mock command)
 from app.agents.mock.script import COMMANDS
-from tests.support import create_session, events, send, wait_for_events
+from tests.support import create_session, events, iter_sse, send, wait_for_events
 
 DONE = ("turn.ended", "session.ended")
 
@@ -66,9 +67,10 @@ def test_tool_events_carry_their_acp_messages(client: httpx.Client) -> None:
     evs = turn(events(client, "rich-tool-raw", include_raw="true"))
     raws = [e["raw"] for e in evs]
     assert raws[0]["method"] == "session/update" and raws[0]["params"]["update"]["sessionUpdate"] == "tool_call"
-    assert raws[1]["params"]["update"]["status"] == "in_progress"
+    # Completed items carry every message of the call so far; started ones the message that started them.
+    assert [m["params"]["update"].get("status") for m in raws[1]] == ["pending", "in_progress"]
     assert "rawOutput" in raws[2]["params"]["update"]
-    assert raws[3]["params"]["update"]["status"] == "failed"
+    assert [m["params"]["update"].get("status") for m in raws[3]] == ["pending", "in_progress", None, "failed"]
     assert raws[4]["result"]["stopReason"] == "end_turn"
     first = events(client, "rich-tool-raw", include_raw="true")[:2]
     assert first[0]["raw"][0]["method"] == "session/new" and "sessionId" in first[0]["raw"][1]["result"]
@@ -272,3 +274,26 @@ def test_session_info_follows_the_agent(client: httpx.Client) -> None:
     info = next(s for s in client.get("/v1/sessions").json()["sessions"] if s["sessionId"] == "rich-info")
     assert info["title"] == "After the summary" and info["agentMode"] == "plan"
     assert info["updatedAt"] >= 1769768142000
+
+
+def test_session_info_echoes_mcp_and_skills(client: httpx.Client, tmp_path: Path) -> None:
+    (tmp_path / "my-test-skill").mkdir()
+    (tmp_path / "my-test-skill" / "SKILL.md").write_text("---\nname: my-test-skill\n---\n")
+    skills = {"sources": [{"type": "local", "source": str(tmp_path)}]}
+    mcp = {"remote": {"type": "remote", "url": "https://mcp.example/api", "transport": "sse"}}
+    create_session(client, "rich-echo", skills=skills, mcp=mcp)
+    info = next(s for s in client.get("/v1/sessions").json()["sessions"] if s["sessionId"] == "rich-echo")
+    assert info["skills"]["sources"][0]["source"] == str(tmp_path)
+    assert info["mcp"]["remote"]["url"] == "https://mcp.example/api"
+
+
+def test_messages_stream_with_include_raw(client: httpx.Client) -> None:
+    create_session(client, "rich-stream")
+    with client.stream(
+        "POST", "/v1/sessions/rich-stream/messages/stream", params={"includeRaw": "true"}, json={"message": "tool"}
+    ) as response:
+        assert response.status_code == 200
+        got = list(iter_sse(response))
+    assert got[-1]["type"] == "turn.ended" and got[-1]["raw"]["result"]["stopReason"] == "end_turn"
+    tool_events = [e for e in got if e["type"].startswith("item.") and e["data"]["item"]["kind"].startswith("tool")]
+    assert len(tool_events) == 4 and all(e["raw"] is not None for e in tool_events)
