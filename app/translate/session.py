@@ -192,14 +192,18 @@ class SessionTranslator:
     def flush(self) -> list[EventDraft]:
         """Close whatever is open (the end of a turn or of the session)."""
         out = self.messages.close()
-        out.extend(self.tools.flush())
         for hook in FLUSH_HOOKS:
             out.extend(hook(self))
         return out
 
 
-# More flushing for other feature areas: called after messages and tool calls are closed.
-FLUSH_HOOKS: list[Callable[[SessionTranslator], list[EventDraft]]] = []
+def _flush_tool_calls(t: SessionTranslator) -> list[EventDraft]:
+    return t.tools.flush()
+
+
+# What else is open at the end of a turn, after the open message is completed: unfinished tool calls
+# first; other feature areas append their own.
+FLUSH_HOOKS: list[Callable[[SessionTranslator], list[EventDraft]]] = [_flush_tool_calls]
 
 
 # ---- items ----------------------------------------------------------------------------------
