@@ -107,10 +107,12 @@ class Replay:
 
 
 def replay(records: list[dict[str, Any]]) -> list[EventDraft]:
+    """The drafts a session would record; what is still open when the recording stops is completed,
+    as terminating the session would."""
     run = Replay()
     for record in records:
         run.feed(record)
-    return run.drafts
+    return run.drafts + run.translator.flush()
 
 
 def summarize(draft: EventDraft) -> str:
