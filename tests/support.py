@@ -109,8 +109,9 @@ def parse_sse_frames(text: str) -> list[dict[str, Any]]:
     return events
 
 
-def iter_sse(response: httpx.Response) -> Iterator[dict[str, Any]]:
-    """Events of a streaming SSE response, as they arrive."""
+def iter_sse(response: httpx.Response, deadline: float | None = None) -> Iterator[dict[str, Any]]:
+    """Events of a streaming SSE response, as they arrive. With a deadline (time.monotonic), stops
+    once it passes, checked on every chunk (keep-alive comments included)."""
     buffer = ""
     for chunk in response.iter_text():
         buffer += chunk.replace("\r\n", "\n")
@@ -119,6 +120,8 @@ def iter_sse(response: httpx.Response) -> Iterator[dict[str, Any]]:
             data = [line[5:].strip() for line in frame.split("\n") if line.startswith("data:")]
             if data:
                 yield json.loads("\n".join(data))
+        if deadline is not None and time.monotonic() > deadline:
+            return
 
 
 def read_sse_until(
@@ -164,17 +167,18 @@ def wait_for_events(
     if include_raw:
         params["include_raw"] = "true"
     seen: list[dict[str, Any]] = []
-    with client.stream(
-        "GET", f"/v1/sessions/{session_id}/events/sse", params=params, timeout=httpx.Timeout(timeout)
-    ) as response:
-        assert response.status_code == 200, response.read()
-        deadline = time.monotonic() + timeout
-        for event in iter_sse(response):
-            seen.append(event)
-            if until(seen):
-                return seen
-            if time.monotonic() > deadline:
-                break
+    deadline = time.monotonic() + timeout
+    try:
+        with client.stream(
+            "GET", f"/v1/sessions/{session_id}/events/sse", params=params, timeout=httpx.Timeout(timeout)
+        ) as response:
+            assert response.status_code == 200, response.read()
+            for event in iter_sse(response, deadline):
+                seen.append(event)
+                if until(seen):
+                    return seen
+    except httpx.ReadTimeout:
+        pass
     raise AssertionError(f"condition not met within {timeout}s; events: {[e['type'] for e in seen]}")
 
 

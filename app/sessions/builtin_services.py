@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import (
+    agent_events,  # noqa: F401  (_sandbox-agent/error)
     cancellation,  # noqa: F401
     files,  # noqa: F401
     permissions,  # noqa: F401

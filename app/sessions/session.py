@@ -19,6 +19,9 @@ from app.agents.registry import AgentSpec
 from app.errors import AgentNotInstalled, AgentProcessExited, InvalidRequest, StreamError, Timeout
 from app.events.log import SessionEventLog
 from app.translate.drafts import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft
+from app.translate.extensions import rpc_error_data
+from app.translate.outgoing import mcp_servers as mcp_servers  # moved to translate/; kept importable here
+from app.translate.outgoing import prompt_params, session_new_params
 from app.translate.prompt import Attachment, prompt_blocks, user_item_parts
 from app.translate.session import SessionTranslator
 
@@ -50,6 +53,7 @@ class Turn:
     message: str
     blocks: list[dict[str, Any]]
     user_parts: list[dict[str, Any]]
+    params: dict[str, Any] = field(default_factory=dict)  # the session/prompt params
 
 
 @dataclass(slots=True)
@@ -88,6 +92,7 @@ class Session:
         self.connection: AgentConnection | None = None
         self.native_session_id: str | None = None
         self.new_session_result: dict[str, Any] = {}
+        self._new_session_raw: list[Any] = []  # session/new request and response (session.started raw)
         self.ended = False
         self.end_reason: str | None = None
         self.exit_info: ExitInfo | None = None
@@ -157,7 +162,8 @@ class Session:
             "permissionMode": self.config.permission_mode,
             "variant": self.config.variant,
         }
-        self.log.append(EventDraft(SESSION_STARTED, {"metadata": metadata}, synthetic=True))
+        raw = self._new_session_raw or None
+        self.log.append(EventDraft(SESSION_STARTED, {"metadata": metadata}, synthetic=True, raw=raw))
         early, self._early = self._early, []
         for draft in early:
             self.log.append(draft)
@@ -165,26 +171,25 @@ class Session:
     async def _handshake(self) -> None:
         assert self.connection is not None
         await self.connection.initialize(services.client_capabilities(self.spec.disabled_services))
-        meta = {
-            META + "sessionId": self.id,
-            META + "agent": self.config.agent,
-            META + "agentMode": self.config.agent_mode,
-            META + "permissionMode": self.config.permission_mode,
-            META + "model": self.config.model,
-            META + "variant": self.config.variant,
-            META + "agentVersion": self.config.agent_version,
-            META + "title": self.config.title,
-            META + "skills": self.config.skills,
-            META + "mcp": self.config.mcp,
-        }
-        params = {
-            "cwd": self.cwd,
-            "mcpServers": mcp_servers(self.config.mcp),
-            "_meta": {k: v for k, v in meta.items() if v is not None},
-        }
+        config = self.config
+        params = session_new_params(
+            cwd=self.cwd,
+            session_id=self.id,
+            agent=config.agent,
+            agent_mode=config.agent_mode,
+            permission_mode=config.permission_mode,
+            model=config.model,
+            variant=config.variant,
+            agent_version=config.agent_version,
+            title=config.title,
+            skills=config.skills,
+            mcp=config.mcp,
+        )
         result = await self.connection.request("session/new", params)
         if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
             raise StreamError("agent answered session/new without a sessionId")
+        request = {"jsonrpc": "2.0", "method": "session/new", "params": params}
+        self._new_session_raw = [request, {"jsonrpc": "2.0", "result": result}]
         self.new_session_result = result
         self.native_session_id = result["sessionId"]
         self.spec.learn(self.connection.initialize_result, result)
@@ -271,25 +276,19 @@ class Session:
 
     def _start_turn(self, turn: Turn) -> None:
         self._idle.clear()
-        self.record(self.translator.turn_started(turn.turn_id, turn.message, turn.user_parts, raw=None))
+        turn.params = prompt_params(self.native_session_id, turn.blocks, turn.turn_id)
+        raw = {"jsonrpc": "2.0", "method": "session/prompt", "params": turn.params}
+        self.record(self.translator.turn_started(turn.turn_id, turn.message, turn.user_parts, raw=raw))
         self._turn_task = asyncio.create_task(self._run_turn(turn), name=f"turn-{self.id}-{turn.number}")
 
     async def _run_turn(self, turn: Turn) -> None:
         assert self.connection is not None
         try:
-            params = {
-                "sessionId": self.native_session_id,
-                "prompt": turn.blocks,
-                "_meta": {META + "turnId": turn.turn_id},
-            }
             try:
-                result = await self.connection.request("session/prompt", params)
+                result = await self.connection.request("session/prompt", turn.params)
             except RequestError as exc:
-                self.record_one(
-                    ERROR,
-                    {"message": str(exc), "code": str(exc.code), "details": exc.data},
-                    synthetic=True,
-                )
+                raw = self._responses.pop(self._last_prompt_id, None) if self._last_prompt_id is not None else None
+                self.record_one(ERROR, rpc_error_data(exc.code, str(exc), exc.data), synthetic=True, raw=raw)
                 self.record(self.translator.turn_ended(turn.turn_id, {"stopReason": "error"}, raw=None))
                 return
             except (ConnectionError, OSError):
@@ -459,7 +458,7 @@ class Session:
         info: dict[str, Any] = {
             "sessionId": self.id,
             "agent": self.config.agent,
-            "agentMode": self.config.agent_mode,
+            "agentMode": state.agent_mode or self.config.agent_mode,
             "permissionMode": self.config.permission_mode,
             "model": state.model or self.config.model,
             "variant": self.config.variant,
@@ -467,9 +466,9 @@ class Session:
             "ended": self.ended,
             "eventCount": self.log.count,
             "createdAt": self.created_at_ms,
-            "updatedAt": max(self.created_at_ms, self.log.updated_ns // 1_000_000),
+            "updatedAt": max(self.created_at_ms, self.log.updated_ns // 1_000_000, state.updated_at_ms or 0),
             "directory": self.config.directory,
-            "title": state.title if state.title is not None else self.config.title,
+            "title": state.title if state.title_set else self.config.title,
         }
         if self.config.mcp is not None:
             info["mcp"] = self.config.mcp
@@ -484,39 +483,6 @@ CANCEL_HOOKS: list[Callable[[Session, Any, PendingRequest], None]] = []
 # Awaited when the session's agent is being stopped (terminate, agent exit, server shutdown), before
 # the process group is killed: release what the session holds (terminals, files).
 END_HOOKS: list[Callable[[Session], Awaitable[None]]] = []
-
-
-def mcp_servers(mcp: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Legacy `mcp` map -> ACP ``mcpServers`` (stdio without ``type``; http/sse with ``type``)."""
-    servers: list[dict[str, Any]] = []
-    for name, config in (mcp or {}).items():
-        if not isinstance(config, dict) or config.get("enabled") is False:
-            continue
-        if config.get("type") in ("local", "stdio"):
-            command = config.get("command")
-            args = list(config.get("args") or [])
-            if isinstance(command, list):
-                command, args = (command[0] if command else ""), [*command[1:], *args]
-            env = config.get("env") or {}
-            servers.append(
-                {
-                    "name": name,
-                    "command": command,
-                    "args": args,
-                    "env": [{"name": k, "value": str(v)} for k, v in env.items()],
-                }
-            )
-        else:
-            headers = config.get("headers") or {}
-            servers.append(
-                {
-                    "type": "sse" if config.get("transport") == "sse" else "http",
-                    "name": name,
-                    "url": config.get("url"),
-                    "headers": [{"name": k, "value": str(v)} for k, v in headers.items()],
-                }
-            )
-    return servers
 
 
 def server_cwd() -> str:

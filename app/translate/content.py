@@ -19,6 +19,12 @@ def meta_get(obj: Any, key: str, default: Any = None) -> Any:
     return meta.get(META_PREFIX + key, default)
 
 
+def meta_str(obj: Any, key: str) -> str | None:
+    """A ``sandbox-agent/<key>`` value that must be a non-empty string to count."""
+    value = meta_get(obj, key)
+    return value if isinstance(value, str) and value else None
+
+
 def uri_to_path(uri: str) -> str:
     if uri.startswith("file://"):
         return unquote(urlparse(uri).path)
@@ -38,10 +44,7 @@ def block_to_part(block: Any, *, reasoning: bool = False) -> dict[str, Any]:
     kind = block.get("type")
     if kind == "text" and isinstance(block.get("text"), str):
         if reasoning:
-            visibility = meta_get(block, "reasoningVisibility", "public")
-            if visibility not in ("public", "private"):
-                visibility = "public"
-            return {"type": "reasoning", "text": block["text"], "visibility": visibility}
+            return {"type": "reasoning", "text": block["text"], "visibility": reasoning_visibility(block)}
         return {"type": "text", "text": block["text"]}
     if kind == "image":
         path = block.get("uri")
@@ -61,6 +64,11 @@ def block_to_part(block: Any, *, reasoning: bool = False) -> dict[str, Any]:
                     pass
             return {"type": "text", "text": text}
     return {"type": "json", "json": block}
+
+
+def reasoning_visibility(block: Any, default: str = "public") -> str:
+    visibility = meta_get(block, "reasoningVisibility", default)
+    return visibility if visibility in ("public", "private") else default
 
 
 def part_delta(part: dict[str, Any]) -> str | None:

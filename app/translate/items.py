@@ -27,6 +27,11 @@ class ItemIds:
             item_id = self._by_native[native_id] = self.fresh()
         return item_id
 
+    def bind(self, native_id: str | None, item_id: str) -> None:
+        """An item id the agent chose (``_meta["sandbox-agent/itemId"]``) for this native id."""
+        if native_id:
+            self._by_native.setdefault(native_id, item_id)
+
     def known(self, native_id: str) -> str | None:
         return self._by_native.get(native_id)
 
@@ -81,6 +86,11 @@ class ItemLifecycle:
         self._delta_seen.add(item_id)
         data = {"item_id": item_id, "native_item_id": native_item_id, "delta": delta}
         return [EventDraft(ITEM_DELTA, data, synthetic=synthetic, raw=raw)]
+
+    def delta_draft(self, item_id: str, native_item_id: str | None, delta: str, raw: Any) -> EventDraft:
+        """One agent item.delta (the hot path of streamed text)."""
+        self._delta_seen.add(item_id)
+        return EventDraft(ITEM_DELTA, {"item_id": item_id, "native_item_id": native_item_id, "delta": delta}, raw=raw)
 
     def completed(self, item: dict[str, Any], *, raw: Any = None, synthetic: bool = False) -> list[EventDraft]:
         item_id = item["item_id"]

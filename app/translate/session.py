@@ -2,7 +2,20 @@
 
 The session layer feeds every raw ACP message here in wire order and appends what comes back.
 Update kinds are dispatched through ``UPDATE_HANDLERS``; each handler is a pure function of the
-translator state and the update.
+translator state and the update. Every draft carries the ACP message(s) it came from as ``raw``.
+
+What becomes what (ACP ``sessionUpdate`` -> legacy):
+
+- ``*_message_chunk``, v2 ``user_message``/``agent_message``/``agent_thought``: message items
+  (``messages.py``);
+- ``tool_call``, ``tool_call_update``, v2 ``tool_call_content_chunk``: tool_call and tool_result
+  items (``tools.py``);
+- ``plan``, v2 ``plan_update``/``plan_removed``, ``notice``, ``compaction_update``: status items
+  (``status.py``); ``compaction_summary_chunk``: a system item;
+- ``session_info_update``, ``current_mode_update``, ``config_option_update``,
+  ``available_commands_update``, ``usage_update``, v2 ``state_update``: session state
+  (``SessionState``), no event;
+- anything else, or a payload without what its variant requires: ``agent.unparsed``.
 """
 
 from __future__ import annotations
@@ -10,11 +23,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from . import extensions, status
+from .checks import block_problem, update_problem
 from .drafts import AGENT_UNPARSED, TURN_ENDED, TURN_STARTED, EventDraft
+from .envelope import dumps
 from .items import ItemIds, ItemLifecycle, make_item
-from .messages import CHUNK_KINDS, MessageAssembler
+from .messages import CHUNK_KINDS, UPSERT_KINDS, MessageAssembler
+from .tools import ToolCalls
 
 
 @dataclass(slots=True)
@@ -22,12 +40,19 @@ class SessionState:
     """What ACP tells about the session outside events (SessionInfo fields and kept state)."""
 
     title: str | None = None
+    title_set: bool = False  # session_info_update sent a title (null included: it clears)
     updated_at_ms: int | None = None
-    mode: str | None = None
+    mode: str | None = None  # the agent's current mode, whatever told it
+    agent_mode: str | None = None  # the mode as changed by the agent during the session
     model: str | None = None
     available_commands: list[Any] = field(default_factory=list)
     usage: dict[str, Any] | None = None
     config_options: list[Any] = field(default_factory=list)
+    plans: dict[str, Any] = field(default_factory=dict)
+    agent_state: str | None = None  # v2 state_update: idle / running / requires_action
+    info_meta: dict[str, Any] = field(default_factory=dict)
+    # The last raw message of each state update kind (kept, not logged as events).
+    raw: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -45,50 +70,96 @@ def update_handler(*kinds: str) -> Callable[[UpdateHandler], UpdateHandler]:
 
 
 def raw_hash(raw: Any) -> str | None:
+    """sha256 of the raw payload: of its text for a stdout line, of its compact JSON otherwise."""
     if raw is None:
         return None
-    text = raw if isinstance(raw, str | bytes) else repr(raw)
-    data = text.encode("utf-8", "replace") if isinstance(text, str) else text
+    if isinstance(raw, bytes):
+        data = raw
+    elif isinstance(raw, str):
+        data = raw.encode("utf-8", "replace")
+    else:
+        data = dumps(raw).encode("utf-8", "replace")
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 class SessionTranslator:
-    def __init__(self) -> None:
+    def __init__(self, terminal_output: Callable[[str], str | None] | None = None) -> None:
         self.ids = ItemIds()
         self.lifecycle = ItemLifecycle()
         self.messages = MessageAssembler(self.ids, self.lifecycle)
+        self.tools = ToolCalls(self)
         self.state = SessionState()
         self.user_messages = 0
-        # Room for the richer translators (tool calls, plans) to keep their own state.
+        # The output of a terminal by id, for tool results that show a terminal; set by the
+        # session layer (an in-memory lookup, so translation stays pure).
+        self.terminal_output = terminal_output
+        self._end_of_turn_event = False  # the agent ended the session in place of turn.ended
+        # Room for other translators to keep their own state.
         self.scratch: dict[str, Any] = {}
 
     # ---- ACP -> legacy -------------------------------------------------------------------
     def session_update(self, params: Any, raw: Any) -> list[EventDraft]:
         """One `session/update` notification."""
-        update = params.get("update") if isinstance(params, dict) else None
-        if not isinstance(update, dict) or not isinstance(update.get("sessionUpdate"), str):
+        update = params.get("update") if type(params) is dict else None
+        if type(update) is not dict:
             return self.unparsed("session/update without an update object", "session/update", raw)
-        kind = update["sessionUpdate"]
-        if kind in CHUNK_KINDS:
-            return self.messages.chunk(update, raw)
-        handler = UPDATE_HANDLERS.get(kind)
-        if handler is None:
-            return self.messages.close() + self.unparsed(f"unknown sessionUpdate: {kind}", "session/update", raw)
+        kind = update.get("sessionUpdate")
+        if type(kind) is not str:
+            return self.unparsed("session/update without a sessionUpdate kind", "session/update", raw)
+        if "_meta" in update:
+            asked = extensions.unparsed_request(update)
+            if asked is not None:
+                return self.messages.close() + self._agent_unparsed(asked, raw)
         try:
-            return handler(self, update, raw)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            # A payload that does not have the shape its kind promises: reported, never fatal.
-            return self.unparsed(f"invalid {kind}: {exc}", "session/update", raw)
+            chunk = CHUNK_KINDS.get(kind)
+            if chunk is not None:
+                problem = block_problem(update.get("content"))
+                if problem is not None:
+                    return self.unparsed(f"invalid {kind}: {problem}", "session/update", raw)
+                drafts = self.messages.chunk(update, raw, *chunk)
+            else:
+                handler = UPDATE_HANDLERS.get(kind)
+                if handler is None:
+                    return self.unparsed(f"unknown sessionUpdate: {kind}", "session/update", raw)
+                problem = update_problem(kind, update)
+                if problem is not None:
+                    return self.unparsed(f"invalid {kind}: {problem}", "session/update", raw)
+                drafts = handler(self, update, raw)
+        except Exception as exc:
+            # A shape the checks let through but translation cannot use: reported, and the session
+            # goes on (an exception here would stop reading the agent).
+            return self.unparsed(f"could not translate {kind}: {exc!r}", "session/update", raw)
+        if "_meta" in params and extensions.is_synthetic(params):
+            for draft in drafts:
+                if draft.raw is raw:
+                    draft.synthetic = True
+        return drafts
 
     def unparsed(self, error: str, location: str, raw: Any) -> list[EventDraft]:
         data = {"error": error, "location": location, "raw_hash": raw_hash(raw)}
         return [EventDraft(AGENT_UNPARSED, data, synthetic=True, raw=raw)]
 
+    def _agent_unparsed(self, asked: dict[str, Any], raw: Any) -> list[EventDraft]:
+        error = asked.get("error") if isinstance(asked.get("error"), str) else "unsupported payload"
+        location = asked.get("location") if isinstance(asked.get("location"), str) else "session/update"
+        given = asked.get("rawHash")
+        data = {"error": error, "location": location, "raw_hash": given if isinstance(given, str) else raw_hash(raw)}
+        return [EventDraft(AGENT_UNPARSED, data, synthetic=True, raw=raw)]
+
+    def agent_error(self, params: Any, raw: Any) -> list[EventDraft]:
+        """The ``_sandbox-agent/error`` extension notification."""
+        draft = extensions.agent_error(params, raw)
+        if draft is None:
+            return self.unparsed(f"invalid {extensions.ERROR_NOTIFICATION}: needs a message", "agent.stdout", raw)
+        return [*self.messages.close(), draft]
+
     # ---- turns ---------------------------------------------------------------------------
     def turn_started(self, turn_id: str, text: str, parts: list[dict[str, Any]], raw: Any) -> list[EventDraft]:
         """The synthetic turn.started and the user's message as a user item."""
         out = self.messages.close()
+        self._end_of_turn_event = False
         out.append(EventDraft(TURN_STARTED, {"phase": "started", "turn_id": turn_id}, synthetic=True, raw=raw))
+        self.messages.user_echo = text
         if text.strip() or parts:
             self.user_messages += 1
             native = f"user_{self.user_messages}"
@@ -106,7 +177,14 @@ class SessionTranslator:
         return out
 
     def turn_ended(self, turn_id: str, metadata: dict[str, Any], raw: Any) -> list[EventDraft]:
+        """What ends the turn: open items completed, then turn.ended, or the agent's session.ended
+        when the prompt result asks for one (legacy: no turn.ended follows a session.ended)."""
         out = self.flush()
+        self.messages.user_echo = None
+        ended = extensions.session_end(metadata.get("meta"), metadata.get("stopReason"), raw)
+        if ended is not None:
+            out.append(ended)
+            return out
         data = {"phase": "ended", "turn_id": turn_id, "metadata": metadata}
         out.append(EventDraft(TURN_ENDED, data, synthetic=True, raw=raw))
         return out
@@ -119,16 +197,75 @@ class SessionTranslator:
         return out
 
 
-FLUSH_HOOKS: list[Callable[[SessionTranslator], list[EventDraft]]] = []
+def _flush_tool_calls(t: SessionTranslator) -> list[EventDraft]:
+    return t.tools.flush()
+
+
+# What else is open at the end of a turn, after the open message is completed: unfinished tool calls
+# first; other feature areas append their own.
+FLUSH_HOOKS: list[Callable[[SessionTranslator], list[EventDraft]]] = [_flush_tool_calls]
+
+
+# ---- items ----------------------------------------------------------------------------------
+@update_handler("tool_call", "tool_call_update")
+def _tool_call(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
+    return t.tools.upsert(update, raw)
+
+
+@update_handler("tool_call_content_chunk")
+def _tool_call_content(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
+    upsert = {"toolCallId": update["toolCallId"], "_meta": update.get("_meta")}
+    return t.tools.upsert(upsert, raw, chunk=update["content"])
+
+
+@update_handler("user_message", "agent_message", "agent_thought")
+def _message_upsert(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
+    return t.messages.replace(update, raw)
+
+
+@update_handler("compaction_summary_chunk")
+def _compaction_summary(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
+    return t.messages.chunk(update, raw, "system", False, "system")
+
+
+UPDATE_HANDLERS.update(
+    plan=status.plan,
+    plan_update=status.plan_update,
+    plan_removed=status.plan_removed,
+    notice=status.notice,
+    compaction_update=status.compaction_update,
+)
 
 
 # ---- session state updates (kept, no events) ----------------------------------------------
+def _keep(t: SessionTranslator, update: dict[str, Any], raw: Any) -> None:
+    t.state.raw[update["sessionUpdate"]] = raw
+
+
+def parse_time_ms(value: Any) -> int | None:
+    """An ISO 8601 timestamp as epoch milliseconds (None when it is not one)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return int(moment.timestamp() * 1000)
+
+
 @update_handler("session_info_update")
 def _session_info(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
-    if "title" in update:
+    # Patch semantics: an omitted field is unchanged, null clears it.
+    if "title" in update and (update["title"] is None or isinstance(update["title"], str)):
         t.state.title = update["title"]
+        t.state.title_set = True
     if "updatedAt" in update:
-        t.state.extra["updatedAt"] = update["updatedAt"]
+        t.state.updated_at_ms = parse_time_ms(update["updatedAt"])
+    if isinstance(update.get("_meta"), dict):
+        t.state.info_meta.update(update["_meta"])
+    _keep(t, update, raw)
     return []
 
 
@@ -136,29 +273,39 @@ def _session_info(t: SessionTranslator, update: dict[str, Any], raw: Any) -> lis
 def _current_mode(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     mode = update.get("currentModeId", update.get("modeId"))
     if isinstance(mode, str):
-        t.state.mode = mode
+        t.state.mode = t.state.agent_mode = mode
+    _keep(t, update, raw)
     return []
 
 
 @update_handler("config_option_update")
 def _config_options(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
-    options = update.get("configOptions")
-    if isinstance(options, list):
-        t.state.config_options = options
-        apply_config_options(t.state, options)
+    options = update["configOptions"]
+    t.state.config_options = options
+    apply_config_options(t.state, options)
+    _keep(t, update, raw)
     return []
 
 
 @update_handler("available_commands_update")
 def _commands(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
-    commands = update.get("availableCommands")
-    t.state.available_commands = commands if isinstance(commands, list) else []
+    t.state.available_commands = update["availableCommands"]
+    _keep(t, update, raw)
     return []
 
 
 @update_handler("usage_update")
 def _usage(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     t.state.usage = {k: v for k, v in update.items() if k != "sessionUpdate"}
+    _keep(t, update, raw)
+    return []
+
+
+@update_handler("state_update")
+def _agent_state(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
+    # v2: the turn's end is the prompt's business here; the state is kept for the record.
+    t.state.agent_state = update["state"]
+    _keep(t, update, raw)
     return []
 
 
@@ -171,6 +318,18 @@ def apply_config_options(state: SessionState, options: list[Any]) -> None:
         if not isinstance(value, str):
             continue
         if option.get("category") == "mode":
-            state.mode = value
+            state.mode = state.agent_mode = value
         elif option.get("category") == "model":
             state.model = value
+
+
+__all__ = [
+    "FLUSH_HOOKS",
+    "UPDATE_HANDLERS",
+    "UPSERT_KINDS",
+    "SessionState",
+    "SessionTranslator",
+    "apply_config_options",
+    "raw_hash",
+    "update_handler",
+]

@@ -44,13 +44,16 @@ class MockAgent:
     async def notify(self, method: str, params: Any) -> None:
         await self.send({"jsonrpc": "2.0", "method": method, "params": params})
 
-    async def request(self, method: str, params: Any) -> Any:
+    async def send_request(self, method: str, params: Any) -> asyncio.Future[Any]:
         request_id = self._next_id
         self._next_id += 1
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         await self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        return await future
+        return future
+
+    async def request(self, method: str, params: Any) -> Any:
+        return await (await self.send_request(method, params))
 
     async def serve(self) -> None:
         while True:
@@ -118,6 +121,7 @@ class MockAgent:
             session_id = f"mock-{legacy_id}" if legacy_id else f"mock-{len(self._sessions) + 1}"
             mode = meta.get("sandbox-agent/agentMode") or "build"
             self._sessions[session_id] = {"n": 0, "cwd": params.get("cwd"), "mode": mode, "meta": meta}
+            self._sessions[session_id]["id"] = session_id
             return {
                 "sessionId": session_id,
                 "modes": {
@@ -171,6 +175,7 @@ class MockAgent:
         self._cancelled.discard(session_id)
         text = "".join(block.get("text", "") for block in params.get("prompt", []) if block.get("type") == "text")
         session["n"] += 1
+        session["prompt_meta"] = params.get("_meta") or {}
         ctx = Context(prefix=f"mock_{session['n']}", message=text.strip(), session=session, agent=self)
         steps = script_for(ctx)
         for index, step in enumerate(steps):
@@ -181,11 +186,17 @@ class MockAgent:
             await self.run_step(session_id, step, ctx)
         if session_id in self._cancelled:
             return {"stopReason": "cancelled"}
+        if ctx.result_meta:
+            return {"stopReason": ctx.stop_reason, "_meta": ctx.result_meta}
         return {"stopReason": ctx.stop_reason}
 
     async def run_step(self, session_id: str, step: Step, ctx: Context) -> None:
         if "update" in step:
             await self.notify("session/update", {"sessionId": session_id, "update": step["update"]})
+        elif "request" in step and step.get("detach"):
+            # Sent in order, answered whenever the client likes; the script does not wait.
+            params = {"sessionId": session_id, **step.get("params", {})}
+            await self.send_request(step["request"], params)
         elif "request" in step:
             params = {"sessionId": session_id, **step.get("params", {})}
             result = await self.request(step["request"], params)

@@ -8,4 +8,5 @@ from __future__ import annotations
 from . import (
     files,  # noqa: F401
     hitl,  # noqa: F401
+    rich,  # noqa: F401  (tool, status, image, unknown, error, unparsed, end, demo, plan, diff, v2)
 )

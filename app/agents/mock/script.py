@@ -4,7 +4,7 @@ A script is a list of steps; each step is a dict:
 
 - ``{"update": {...}}``: a ``session/update`` notification with that update
 - ``{"request": method, "params": {...}, "save": name}``: an agent->client request; the answer is
-  kept in ``ctx.saved[name]``
+  kept in ``ctx.saved[name]``; with ``"detach": True`` it is sent and the script goes on at once
 - ``{"notify": method, "params": {...}}``: any other notification
 - ``{"raw_line": text}``: a line written to stdout as is (not JSON-RPC)
 - ``{"parallel": [steps]}``: the steps run concurrently (requests pending at the same time)
@@ -33,6 +33,7 @@ class Context:
     agent: Any = None
     saved: dict[str, Any] = field(default_factory=dict)
     stop_reason: str = "end_turn"
+    result_meta: dict[str, Any] = field(default_factory=dict)  # `_meta` of the session/prompt result
 
     @property
     def words(self) -> list[str]:

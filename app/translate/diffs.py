@@ -1,0 +1,210 @@
+"""ACP diff tool-call content -> legacy ``file_ref`` parts.
+
+ACP v1: ``{type:"diff", path, oldText?, newText}``. No (or empty) oldText is a new file (action
+``write``), anything else an edit (``patch``). The ``diff`` is a git-style unified diff
+(``--- a/<path>``, ``+++ b/<path>``, 3 lines of context) computed with :mod:`difflib`; identical
+texts give an empty diff.
+
+ACP v2 draft: ``{type:"diff", changes:[{operation, path, oldPath?, fileType?, mimeType?}],
+patch?:{format:"git_patch", text}}`` (``diff`` was the key's earlier name). One ``file_ref`` per
+change (``add`` -> write; modify/delete/move/copy and unknown operations -> patch; the path is the
+new path), whose diff is that file's section of the patch when the patch can be split, else null;
+plus one ``json`` part with the structured changes, kept as sent.
+
+Every diff is capped at :data:`DIFF_CAP` bytes (UTF-8); a longer one is cut at a line boundary and
+ends with a ``[diff truncated at N bytes]`` line, N being the bytes kept.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import Any
+
+DIFF_CAP = 2 * 1024 * 1024
+# Above this many lines difflib's matching takes over 0.1 s on the event loop; such inputs get a
+# single whole-file hunk instead (still a valid unified diff, just not minimal).
+MATCH_LINE_LIMIT = 20_000
+NO_NEWLINE = "\\ No newline at end of file\n"
+
+V2_ACTIONS = {"add": "write", "modify": "patch", "delete": "patch", "move": "patch", "copy": "patch"}
+
+
+def is_v2(item: dict[str, Any]) -> bool:
+    return isinstance(item.get("changes"), list)
+
+
+# ---- v1 ----------------------------------------------------------------------------------------
+def split_lines(text: str) -> list[str]:
+    """Lines with their ``\\n``; only ``\\n`` ends a line (as in git, unlike str.splitlines)."""
+    if not text:
+        return []
+    pieces = text.split("\n")
+    lines = [piece + "\n" for piece in pieces[:-1]]
+    if pieces[-1]:
+        lines.append(pieces[-1])
+    return lines
+
+
+def _label(path: str) -> str:
+    # git drops the leading slash of absolute paths (a/home/... rather than a//home/...).
+    return path.lstrip("/") or path
+
+
+def _whole_file_hunk(old: list[str], new: list[str]) -> Iterable[str]:
+    def span(lines: list[str]) -> str:
+        return f"{1 if lines else 0},{len(lines)}"
+
+    yield f"@@ -{span(old)} +{span(new)} @@\n"
+    for line in old:
+        yield "-" + line
+    for line in new:
+        yield "+" + line
+
+
+def capped(lines: Iterable[str], cap: int = DIFF_CAP, *, mark_missing_newline: bool = True) -> str:
+    """Join diff lines, cutting at a line boundary once ``cap`` bytes would be exceeded.
+
+    A content line without its newline (the last line of a text that has none) gets git's
+    ``\\ No newline at end of file`` marker.
+    """
+    out: list[str] = []
+    size = 0
+    for line in lines:
+        if mark_missing_newline and not line.endswith("\n"):
+            line = line + "\n" + NO_NEWLINE
+        length = len(line) if line.isascii() else len(line.encode("utf-8"))
+        if size + length > cap:
+            out.append(f"[diff truncated at {size} bytes]\n")
+            break
+        out.append(line)
+        size += length
+    return "".join(out)
+
+
+def unified_diff(path: str, old: str, new: str, *, cap: int = DIFF_CAP, context: int = 3) -> str:
+    """Git-style unified diff of two texts; "" when they are identical."""
+    if old == new:
+        return ""
+    old_lines, new_lines = split_lines(old), split_lines(new)
+    label = _label(path)
+    header = [f"--- a/{label}\n", f"+++ b/{label}\n"]
+    if len(old_lines) + len(new_lines) > MATCH_LINE_LIMIT:
+        return capped([*header, *_whole_file_hunk(old_lines, new_lines)], cap)
+    return capped(difflib.unified_diff(old_lines, new_lines, f"a/{label}", f"b/{label}", n=context), cap)
+
+
+def v1_file_ref(item: dict[str, Any], *, cap: int = DIFF_CAP) -> dict[str, Any]:
+    path = item.get("path")
+    path = path if isinstance(path, str) else ""
+    old = item.get("oldText")
+    new = item.get("newText")
+    old = old if isinstance(old, str) else ""
+    new = new if isinstance(new, str) else ""
+    action = "patch" if old else "write"
+    return {"type": "file_ref", "path": path, "action": action, "diff": unified_diff(path, old, new, cap=cap)}
+
+
+# ---- v2 ----------------------------------------------------------------------------------------
+def patch_text(item: dict[str, Any]) -> str | None:
+    patch = item.get("patch")
+    if isinstance(patch, str):
+        return patch or None
+    if not isinstance(patch, dict):
+        return None
+    for key in ("text", "diff"):  # "diff" is the draft's earlier name for the key
+        text = patch.get(key)
+        if isinstance(text, str) and text:
+            return text
+    return None
+
+
+def _strip_prefix(path: str) -> str:
+    return path[2:] if path.startswith(("a/", "b/")) else path
+
+
+def _header_path(value: str) -> str | None:
+    value = value.split("\t", 1)[0].rstrip("\r")
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        value = value[1:-1]
+    if not value or value == "/dev/null":
+        return None
+    return value
+
+
+def _git_header_paths(rest: str) -> list[str]:
+    """Both paths of ``diff --git <a> <b>``; paths may hold spaces, so look for a split with equal halves."""
+    rest = rest.rstrip("\r\n")
+    for index, char in enumerate(rest):
+        if char == " " and _strip_prefix(rest[:index]) == _strip_prefix(rest[index + 1 :]):
+            return [rest[:index], rest[index + 1 :]]
+    return rest.split(" ", 1)
+
+
+def split_patch(text: str) -> list[tuple[set[str], str]]:
+    """A multi-file patch as (paths named in the section's headers, section text) pairs."""
+    lines = split_lines(text)
+    starts: list[int]
+    if any(line.startswith("diff --git ") for line in lines):
+        starts = [i for i, line in enumerate(lines) if line.startswith("diff --git ")]
+    else:
+        starts = [i for i, line in enumerate(lines[:-1]) if line.startswith("--- ") and lines[i + 1].startswith("+++ ")]
+    sections: list[tuple[set[str], str]] = []
+    for n, start in enumerate(starts):
+        end = starts[n + 1] if n + 1 < len(starts) else len(lines)
+        section = lines[start:end]
+        paths: set[str] = set()
+        for line in section:
+            if line.startswith("diff --git "):
+                candidates = _git_header_paths(line[len("diff --git ") :])
+            elif line.startswith(("--- ", "+++ ")):
+                candidates = [line[4:]]
+            elif line.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
+                candidates = [line.split(" ", 2)[2]]
+            elif line.startswith("@@"):
+                break
+            else:
+                continue
+            for candidate in candidates:
+                path = _header_path(candidate.rstrip("\n"))
+                if path is not None:
+                    paths.add(path)
+                    paths.add(_strip_prefix(path))
+        sections.append(({p.lstrip("/") for p in paths}, "".join(section)))
+    return sections
+
+
+def _section_for(change: dict[str, Any], sections: list[tuple[set[str], str]], only: bool) -> str | None:
+    names = {v.lstrip("/") for v in (change.get("path"), change.get("oldPath")) if isinstance(v, str) and v}
+    for paths, section in sections:
+        if names & paths:
+            return section
+    if only and len(sections) == 1:
+        return sections[0][1]  # one change, one section: they belong together
+    return None
+
+
+def v2_parts(item: dict[str, Any], *, cap: int = DIFF_CAP) -> list[dict[str, Any]]:
+    changes = item["changes"]
+    text = patch_text(item)
+    sections = split_patch(text) if text else []
+    valid = [c for c in changes if isinstance(c, dict)]
+    parts: list[dict[str, Any]] = []
+    for change in valid:
+        path = change.get("path")
+        if not isinstance(path, str) or not path:
+            old_path = change.get("oldPath")
+            path = old_path if isinstance(old_path, str) else ""
+        action = V2_ACTIONS.get(change.get("operation"), "patch")  # type: ignore[arg-type]
+        section = _section_for(change, sections, len(valid) == 1) if sections else None
+        diff = capped(split_lines(section), cap, mark_missing_newline=False) if section is not None else None
+        parts.append({"type": "file_ref", "path": path, "action": action, "diff": diff})
+    parts.append({"type": "json", "json": {"changes": changes}})
+    return parts
+
+
+def file_refs(item: dict[str, Any], *, cap: int = DIFF_CAP) -> list[dict[str, Any]]:
+    """The legacy parts of one ACP diff content item, v1 or v2."""
+    if is_v2(item):
+        return v2_parts(item, cap=cap)
+    return [v1_file_ref(item, cap=cap)]

@@ -1,0 +1,359 @@
+"""Tool calls: ``tool_call`` / ``tool_call_update`` (and the v2 ``tool_call_content_chunk``) -> a
+``tool_call`` item and a ``tool_result`` item.
+
+Every update is an upsert keyed by ``toolCallId``: the first update for an unknown id starts the
+call, a repeated ``tool_call`` is an update. Fields sent replace what was known (``content`` and
+``locations`` replace whole arrays); omitted or null fields leave it as it was. Content chunks append.
+
+When items start and complete:
+
+1. The **tool_call item** (kind tool_call, role assistant, content ``tool_call{name, arguments,
+   call_id}``) starts at the first update of the call.
+2. It completes when the call leaves ``pending`` (status in_progress/completed/failed/cancelled),
+   or when output arrives; ``arguments`` is then the JSON text of ``rawInput`` as known.
+3. The **tool_result item** (kind tool_result, role tool, ``parent_id`` the tool_call item,
+   content ``tool_result{call_id, output}`` plus ``file_ref`` parts) starts when the call has output
+   (``rawOutput``, or a content chunk) or ends.
+4. It completes when the call ends: ``completed`` -> completed; ``failed``/``cancelled`` -> failed.
+5. At the end of a turn (the flush) every unfinished call is completed as it stands, its result
+   with status ``failed`` (it never reported success): every tool_call item gets its tool_result.
+   Updates for a call that already finished change nothing.
+
+The tool **name** is decided once and kept while the title changes: ``_meta["sandbox-agent/toolName"]``,
+else the (unstable) ACP ``name``, else ``rawInput.todos`` -> ``todowrite`` / ``rawInput.subagent_type``
+-> ``task``, else the title first seen, else the kind.
+
+``output``: the terminal's output when the content shows a terminal the session can look up, else
+``rawOutput`` (its text when it is text, text blocks or ``{output: text}``; JSON text otherwise),
+else the text of the content. ``file_ref`` parts: diffs (v1 and v2, see :mod:`.diffs`), resource
+links in the content, the locations of read tools (action read), and the file an edit tool names in
+its input when no diff shows it.
+
+Native ids: the call item's is the toolCallId (or ``_meta["sandbox-agent/nativeItemId"]``), the result
+item's ``<toolCallId>:result`` (or ``_meta["sandbox-agent/resultNativeItemId"]``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import diffs
+from .content import block_to_part, meta_str
+from .drafts import EventDraft
+from .items import make_item
+
+if TYPE_CHECKING:
+    from .session import SessionTranslator
+
+TOOL_STATUSES = frozenset({"pending", "in_progress", "completed", "failed", "cancelled"})
+ENDED = frozenset({"completed", "failed", "cancelled"})
+_MISSING: Any = object()
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+@dataclass(slots=True)
+class ToolCallState:
+    call_id: str
+    name: str
+    first_title: str | None
+    title: str | None = None
+    kind: str | None = None
+    status: str = "pending"
+    raw_input: Any = _MISSING
+    raw_output: Any = None
+    content: list[Any] = field(default_factory=list)
+    locations: list[Any] = field(default_factory=list)
+    explicit_name: str | None = None
+    call_item_id: str = ""
+    call_native: str = ""
+    result_item_id: str | None = None
+    result_native: str = ""
+    parent_id: str | None = None
+    call_done: bool = False
+    result_started: bool = False
+    chunked: bool = False
+    raws: list[Any] = field(default_factory=list)
+    _diff_cache: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+
+    def raw(self) -> Any:
+        """The call's ACP messages: one message as itself, several as a list."""
+        return list(self.raws) if len(self.raws) > 1 else (self.raws[0] if self.raws else None)
+
+    @property
+    def ended(self) -> bool:
+        return self.status in ENDED
+
+    @property
+    def has_output(self) -> bool:
+        return self.raw_output is not None or self.chunked
+
+
+def detect_name(state: ToolCallState) -> str:
+    if state.explicit_name:
+        return state.explicit_name
+    raw_input = state.raw_input
+    if isinstance(raw_input, dict):
+        if isinstance(raw_input.get("todos"), list):
+            return "todowrite"
+        if raw_input.get("subagent_type") or raw_input.get("subagentType"):
+            return "task"
+    if state.first_title:
+        return state.first_title
+    if state.kind:
+        return state.kind
+    return "tool"
+
+
+class ToolCalls:
+    """The tool calls of one session."""
+
+    def __init__(self, translator: SessionTranslator) -> None:
+        self._t = translator
+        self.calls: dict[str, ToolCallState] = {}
+        self.finished: dict[str, tuple[str, str | None]] = {}  # toolCallId -> (call item, result item)
+
+    # ---- updates ---------------------------------------------------------------------------
+    def upsert(self, update: dict[str, Any], raw: Any, *, chunk: Any = _MISSING) -> list[EventDraft]:
+        call_id: str = update["toolCallId"]
+        if call_id in self.finished:
+            return []
+        out = self._t.messages.close()
+        state = self.calls.get(call_id)
+        is_new = state is None
+        if state is None:
+            state = self._create(call_id, update)
+        self._merge(state, update)
+        if chunk is not _MISSING:
+            state.content.append(chunk)
+            state.chunked = True
+        state.raws.append(raw)
+        if not state.call_done:
+            state.name = detect_name(state)
+        if is_new:
+            out.extend(self._t.lifecycle.started(self._call_item(state, "in_progress"), raw=raw))
+        # Started events carry the message that started the item; completed ones every message of
+        # the call so far, since any of them may have set what the item shows.
+        if not state.call_done and (state.status != "pending" or state.has_output):
+            out.extend(self._complete_call(state, state.raw()))
+        if not state.result_started and (state.has_output or state.ended):
+            out.extend(self._start_result(state, raw))
+        if state.ended:
+            out.extend(self._finish(state, state.raw(), "completed" if state.status == "completed" else "failed"))
+        return out
+
+    def _create(self, call_id: str, update: dict[str, Any]) -> ToolCallState:
+        t = self._t
+        title = update.get("title")
+        state = ToolCallState(call_id=call_id, name="tool", first_title=title if isinstance(title, str) else None)
+        state.call_native = meta_str(update, "nativeItemId") or call_id
+        state.result_native = meta_str(update, "resultNativeItemId") or f"{call_id}:result"
+        item_id = meta_str(update, "itemId")
+        if item_id:
+            t.ids.bind(state.call_native, item_id)
+            state.call_item_id = item_id
+        else:
+            state.call_item_id = t.ids.for_native(state.call_native)
+        parent = meta_str(update, "parentId")
+        state.parent_id = t.ids.parent(parent) if parent else None
+        self.calls[call_id] = state
+        return state
+
+    @staticmethod
+    def _merge(state: ToolCallState, update: dict[str, Any]) -> None:
+        title = update.get("title")
+        if isinstance(title, str):
+            state.title = title
+            if not state.first_title:
+                state.first_title = title
+        kind = update.get("kind")
+        if isinstance(kind, str):
+            state.kind = kind
+        status = update.get("status")
+        if status in TOOL_STATUSES and not (status == "pending" and state.status != "pending"):
+            state.status = status
+        raw_input = update.get("rawInput")
+        if raw_input is not None:
+            state.raw_input = raw_input
+        raw_output = update.get("rawOutput")
+        if raw_output is not None:
+            state.raw_output = raw_output
+        content = update.get("content")
+        if isinstance(content, list):
+            state.content = content
+        locations = update.get("locations")
+        if isinstance(locations, list):
+            state.locations = locations
+        name = meta_str(update, "toolName")
+        if name is None:
+            acp_name = update.get("name")  # unstable ACP: the programmatic tool name
+            name = acp_name if isinstance(acp_name, str) and acp_name else None
+        if name is not None:
+            state.explicit_name = name
+
+    # ---- items -----------------------------------------------------------------------------
+    def _call_item(self, state: ToolCallState, status: str) -> dict[str, Any]:
+        arguments = "{}" if state.raw_input is _MISSING else _dumps(state.raw_input)
+        part = {"type": "tool_call", "name": state.name, "arguments": arguments, "call_id": state.call_id}
+        return make_item(
+            item_id=state.call_item_id,
+            native_item_id=state.call_native,
+            kind="tool_call",
+            role="assistant",
+            content=[part],
+            status=status,
+            parent_id=state.parent_id,
+        )
+
+    def _result_item(self, state: ToolCallState, status: str) -> dict[str, Any]:
+        assert state.result_item_id is not None
+        return make_item(
+            item_id=state.result_item_id,
+            native_item_id=state.result_native,
+            kind="tool_result",
+            role="tool",
+            content=self.result_parts(state),
+            status=status,
+            parent_id=state.call_item_id,
+        )
+
+    def _complete_call(self, state: ToolCallState, raw: Any) -> list[EventDraft]:
+        state.call_done = True
+        return self._t.lifecycle.completed(self._call_item(state, "completed"), raw=raw)
+
+    def _start_result(self, state: ToolCallState, raw: Any) -> list[EventDraft]:
+        state.result_started = True
+        state.result_item_id = self._t.ids.for_native(state.result_native)
+        return self._t.lifecycle.started(self._result_item(state, "in_progress"), raw=raw)
+
+    def _finish(self, state: ToolCallState, raw: Any, status: str) -> list[EventDraft]:
+        out = self._t.lifecycle.completed(self._result_item(state, status), raw=raw)
+        del self.calls[state.call_id]
+        self.finished[state.call_id] = (state.call_item_id, state.result_item_id)
+        return out
+
+    def flush(self) -> list[EventDraft]:
+        """Complete every unfinished call as it stands (end of a turn)."""
+        out: list[EventDraft] = []
+        for state in list(self.calls.values()):
+            raw = state.raw()
+            if not state.call_done:
+                out.extend(self._complete_call(state, raw))
+            if not state.result_started:
+                out.extend(self._start_result(state, raw))
+            out.extend(self._finish(state, raw, "failed"))
+        return out
+
+    # ---- result content --------------------------------------------------------------------
+    def result_parts(self, state: ToolCallState) -> list[dict[str, Any]]:
+        parts: list[dict[str, Any]] = [{"type": "tool_result", "call_id": state.call_id, "output": self.output(state)}]
+        seen: set[str] = set()
+        for item in state.content:
+            if not isinstance(item, dict):
+                continue
+            kind = item.get("type")
+            if kind == "diff":
+                for part in self._diff_parts(state, item):
+                    if part["type"] == "file_ref":
+                        seen.add(part["path"])
+                    parts.append(part)
+            elif kind == "content":
+                block = item.get("content")
+                if isinstance(block, dict) and block.get("type") == "resource_link":
+                    part = block_to_part(block)
+                    if part["type"] == "file_ref" and part["path"] not in seen:
+                        seen.add(part["path"])
+                        parts.append(part)
+        if state.kind == "read" or state.name.lower() in ("read", "read_file", "readfile"):
+            for location in state.locations:
+                path = location.get("path") if isinstance(location, dict) else None
+                if isinstance(path, str) and path and path not in seen:
+                    seen.add(path)
+                    parts.append({"type": "file_ref", "path": path, "action": "read", "diff": None})
+        elif state.kind == "edit" and not seen:
+            edited = edit_target(state)
+            if edited is not None:
+                parts.append({"type": "file_ref", "path": edited[0], "action": edited[1], "diff": None})
+        return parts
+
+    @staticmethod
+    def _diff_parts(state: ToolCallState, item: dict[str, Any]) -> list[dict[str, Any]]:
+        if diffs.is_v2(item):
+            return diffs.v2_parts(item)
+        path, old, new = item.get("path"), item.get("oldText"), item.get("newText")
+        key = (
+            path if isinstance(path, str) else "",
+            old if isinstance(old, str) else "",
+            new if isinstance(new, str) else "",
+        )
+        part = state._diff_cache.get(key)
+        if part is None:  # started and completed show the same diff: compute it once
+            part = state._diff_cache[key] = diffs.v1_file_ref(item)
+        return [dict(part)]
+
+    def output(self, state: ToolCallState) -> str:
+        lookup = self._t.terminal_output
+        if lookup is not None and any(isinstance(i, dict) and i.get("type") == "terminal" for i in state.content):
+            texts = content_texts(state.content, lookup)
+            if texts is not None:
+                return texts
+        if state.raw_output is not None:
+            return output_text(state.raw_output)
+        return content_texts(state.content, None) or ""
+
+
+def content_texts(content: list[Any], terminal_output: Callable[[str], str | None] | None) -> str | None:
+    """The text of ``content`` items (terminals through ``terminal_output``); None when a terminal
+    cannot be looked up."""
+    texts: list[str] = []
+    for item in content:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "content":
+            block = item.get("content")
+            if isinstance(block, dict) and isinstance(block.get("text"), str):
+                texts.append(block["text"])
+        elif kind == "terminal" and terminal_output is not None:
+            terminal_id = item.get("terminalId")
+            text = terminal_output(terminal_id) if isinstance(terminal_id, str) else None
+            if text is None:
+                return None
+            texts.append(text)
+    return "\n".join(texts)
+
+
+def output_text(raw_output: Any) -> str:
+    """``rawOutput`` as the legacy ``output`` string."""
+    if isinstance(raw_output, str):
+        return raw_output
+    if isinstance(raw_output, dict) and isinstance(raw_output.get("output"), str):
+        return raw_output["output"]
+    if (
+        isinstance(raw_output, list)
+        and raw_output
+        and all(isinstance(b, dict) and isinstance(b.get("text"), str) for b in raw_output)
+    ):
+        return "\n".join(b["text"] for b in raw_output)
+    return _dumps(raw_output)
+
+
+_PATH_KEYS = ("file_path", "filePath", "filepath", "path")
+
+
+def edit_target(state: ToolCallState) -> tuple[str, str] | None:
+    """(path, action) of the file an edit tool names when no diff shows it: the path from rawInput,
+    else the title when it looks like a path; ``write`` for whole-content input, else ``patch``."""
+    raw_input = state.raw_input if isinstance(state.raw_input, dict) else {}
+    path = next((raw_input[k] for k in _PATH_KEYS if isinstance(raw_input.get(k), str) and raw_input[k]), None)
+    if path is None and state.title and "/" in state.title and " " not in state.title.strip():
+        path = state.title.strip()
+    if path is None:
+        return None
+    action = "write" if "content" in raw_input and not any(k in raw_input for k in EDIT_KEYS) else "patch"
+    return path, action
+
+
+EDIT_KEYS = ("old_string", "oldString", "new_string", "newString", "edits")

@@ -1,0 +1,152 @@
+"""Replays a recorded ACP transcript through the translator, as a session would feed it.
+
+A transcript is JSON lines ``{"t": seconds, "dir": "client->agent" | "agent->client", "msg": {...}}``.
+The replay mirrors the session layer: a ``session/prompt`` request starts a turn, its response ends
+it, ``session/update`` notifications and the ``_sandbox-agent/error`` extension are translated, and
+the client's answers to ``terminal/output`` feed the terminal lookup. Agent requests (permissions,
+files, terminals) belong to the client services and give no events here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.translate.drafts import ERROR, EventDraft
+from app.translate.extensions import ERROR_NOTIFICATION, rpc_error_data
+from app.translate.session import SessionTranslator
+from tests.support import ROOT, SHARED
+
+AGENT = "agent->client"
+CLIENT = "client->agent"
+GOLDEN = ROOT / "tests" / "golden"
+PROJECT_TRANSCRIPTS = GOLDEN / "transcripts"
+SHARED_TRANSCRIPTS = SHARED / "acp" / "transcripts"
+SHARED_EXPECTED = GOLDEN / "shared"
+
+
+def project_transcripts() -> list[Path]:
+    return sorted(PROJECT_TRANSCRIPTS.glob("*.jsonl"))
+
+
+def shared_transcripts() -> list[Path]:
+    return sorted(SHARED_TRANSCRIPTS.glob("*.jsonl")) if SHARED_TRANSCRIPTS.is_dir() else []
+
+
+def transcripts() -> list[Path]:
+    return project_transcripts() + shared_transcripts()
+
+
+def expected_path(transcript: Path) -> Path:
+    """``<name>.expected.json`` beside a project recording; under tests/golden/shared for shared ones."""
+    folder = PROJECT_TRANSCRIPTS if transcript.parent == PROJECT_TRANSCRIPTS else SHARED_EXPECTED
+    return folder / (transcript.name.removesuffix(".jsonl") + ".expected.json")
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@dataclass
+class Replay:
+    translator: SessionTranslator = field(default_factory=SessionTranslator)
+    drafts: list[EventDraft] = field(default_factory=list)
+    turns: dict[Any, str] = field(default_factory=dict)  # prompt request id -> turn id
+    agent_requests: dict[Any, dict[str, Any]] = field(default_factory=dict)
+    terminals: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.translator.terminal_output = self.terminals.get
+
+    def feed(self, record: dict[str, Any]) -> None:
+        msg = record["msg"]
+        method = msg.get("method")
+        if record["dir"] == CLIENT:
+            if method == "session/prompt":
+                turn_id = f"turn_{len(self.turns) + 1}"
+                self.turns[msg.get("id")] = turn_id
+                params = msg.get("params") or {}
+                text = "".join(
+                    b.get("text", "")
+                    for b in params.get("prompt", [])
+                    if isinstance(b, dict) and b.get("type") == "text"
+                )
+                self.drafts += self.translator.turn_started(turn_id, text, [], raw=msg)
+            elif method is None and "result" in msg:
+                request = self.agent_requests.pop(msg.get("id"), None)
+                if request is not None and request.get("method") == "terminal/output":
+                    terminal_id = (request.get("params") or {}).get("terminalId")
+                    output = msg["result"].get("output") if isinstance(msg["result"], dict) else None
+                    if isinstance(terminal_id, str) and isinstance(output, str):
+                        self.terminals[terminal_id] = output
+            return
+        if method == "session/update":
+            self.drafts += self.translator.session_update(msg.get("params"), msg)
+        elif method == ERROR_NOTIFICATION:
+            self.drafts += self.translator.agent_error(msg.get("params"), msg)
+        elif isinstance(method, str) and "id" in msg:
+            self.agent_requests[msg["id"]] = msg
+        elif isinstance(method, str):
+            if not method.startswith("_"):
+                self.drafts += self.translator.unparsed(f"unknown notification: {method}", "agent.stdout", msg)
+        elif msg.get("id") in self.turns:
+            turn_id = self.turns.pop(msg["id"])
+            if "error" in msg:
+                error = msg["error"] if isinstance(msg["error"], dict) else {}
+                data = rpc_error_data(error.get("code"), str(error.get("message", "")), error.get("data"))
+                self.drafts.append(EventDraft(ERROR, data, synthetic=True, raw=msg))
+                self.drafts += self.translator.turn_ended(turn_id, {"stopReason": "error"}, raw=None)
+                return
+            result = msg.get("result") if isinstance(msg.get("result"), dict) else {}
+            metadata: dict[str, Any] = {"stopReason": result.get("stopReason")}
+            if isinstance(result.get("_meta"), dict):
+                metadata["meta"] = result["_meta"]
+            self.drafts += self.translator.turn_ended(turn_id, metadata, raw=msg)
+
+
+def replay(records: list[dict[str, Any]]) -> list[EventDraft]:
+    """The drafts a session would record; what is still open when the recording stops is completed,
+    as terminating the session would."""
+    run = Replay()
+    for record in records:
+        run.feed(record)
+    return run.drafts + run.translator.flush()
+
+
+def summarize(draft: EventDraft) -> str:
+    """One reviewable line per event: type, then the item's kind/role/status/ids and part types."""
+    data = draft.data
+    words = [draft.type]
+    if draft.synthetic:
+        words.append("synthetic")
+    item = data.get("item")
+    if isinstance(item, dict):
+        words += [f"kind={item['kind']}", f"role={item['role']}", f"status={item['status']}", f"id={item['item_id']}"]
+        words.append(f"native={item['native_item_id']}")
+        if item["parent_id"] is not None:
+            words.append(f"parent={item['parent_id']}")
+        words.append("parts=" + ",".join(_part(p) for p in item["content"]))
+    elif draft.type == "item.delta":
+        words += [f"id={data['item_id']}", f"native={data['native_item_id']}"]
+    elif draft.type in ("turn.ended", "session.ended"):
+        words += [f"{k}={v}" for k, v in sorted(data.items()) if k in ("reason", "terminated_by")]
+        if isinstance(data.get("metadata"), dict):
+            words.append(f"stopReason={data['metadata'].get('stopReason')}")
+    elif draft.type in ("error", "agent.unparsed"):
+        words += [f"code={data.get('code')}", f"location={data.get('location')}"]
+    return " ".join(words)
+
+
+def _part(part: dict[str, Any]) -> str:
+    kind = part["type"]
+    if kind == "tool_call":
+        return f"tool_call({part['name']})"
+    if kind == "file_ref":
+        return f"file_ref({part['action']}{'+diff' if part['diff'] else ''})"
+    if kind == "reasoning":
+        return f"reasoning({part['visibility']})"
+    if kind == "status":
+        return f"status({part['label']})"
+    return str(kind)
