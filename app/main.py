@@ -16,7 +16,8 @@ from starlette.responses import PlainTextResponse
 from app.agents.registry import AgentRegistry, AgentsFileError
 from app.api import agents, errors, events, health, sessions
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware, CORSMiddleware, EncodedPathMiddleware
-from app.events.store import EventStore, MemoryEventStore
+from app.events.sqlite import SqliteEventStore, StoreError
+from app.events.store import EventStore
 from app.sessions.manager import SessionManager
 from app.settings import Settings
 
@@ -25,7 +26,8 @@ ROUTERS = [health.router, agents.router, sessions.router, events.router]
 
 
 def open_store(settings: Settings) -> EventStore:
-    return MemoryEventStore()
+    """The durable event store in the data dir; it touches the disk only when the server starts."""
+    return SqliteEventStore(settings.resolved_data_dir())
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -37,11 +39,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store.open()
         try:
+            manager.restore()
             yield
         finally:
             await manager.shutdown()
-            store.close()
+            store.close()  # commits every event still queued
 
     app = FastAPI(
         title="acp-rest-bridge",
@@ -132,7 +136,8 @@ def cli(argv: Sequence[str] | None = None) -> None:
         )
     try:
         app = create_app(settings)
-    except AgentsFileError as exc:
+        app.state.store.open()  # here, so a locked or unusable data dir is a one-line error
+    except (AgentsFileError, StoreError) as exc:
         sys.exit(f"acp-rest-bridge: {exc}")
     import uvicorn
 

@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     # Largest accepted request body (fs PUT and upload-batch included), as legacy: 2 MiB.
     body_limit: int = 2 * 1024 * 1024
 
+    # Newest events of each session kept in memory (besides those not yet written to disk).
+    event_tail: int = 4096
+
     # SSE comment keep-alive interval, seconds (0 disables).
     sse_keepalive: float = 15.0
     # A reader that accepts no data for this long is dropped.

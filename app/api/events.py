@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette.sse import SendTimeoutError
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
-from app.events.log import Subscription
+from app.events.log import SessionEventLog, StoredEvent
 from app.legacy.models import EventsResponse
 from app.translate.drafts import TERMINAL_TYPES
 
@@ -17,6 +20,7 @@ from .parsing import Query, path_param
 from .sessions import accept_message
 
 router = APIRouter()
+log = logging.getLogger("acp_rest_bridge.sse")
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -28,7 +32,7 @@ async def get_events(session_id: str, request: Request) -> Response:
     limit = query.integer("limit")
     include_raw = query.include_raw()
     session = deps.manager(request).get(path_param(session_id))
-    events, has_more = session.log.page(offset, limit)
+    events, has_more = await session.log.page(offset, limit)
     body = (
         '{"events":['
         + ",".join(e.render(include_raw) for e in events)
@@ -39,16 +43,32 @@ async def get_events(session_id: str, request: Request) -> Response:
     return Response(body, media_type="application/json")
 
 
-def _frame(event_json: str, sequence: int) -> ServerSentEvent:
-    return ServerSentEvent(data=event_json, id=str(sequence), sep="\n")
+def frames(events: list[StoredEvent], include_raw: bool) -> bytes:
+    """SSE frames ``id: <sequence>`` + ``data: <compact JSON>``; legacy parsers keep only the data
+    line, and the JSON never holds a raw newline (JSON escapes them), so one data line suffices."""
+    return "".join([f"id: {e.sequence}\ndata: {e.render(include_raw)}\n\n" for e in events]).encode()
 
 
-async def _follow(sub: Subscription, include_raw: bool, *, stop_at_terminal: bool) -> AsyncIterator[ServerSentEvent]:
+async def _follow(
+    log: SessionEventLog, after: int, include_raw: bool, *, stop_at_terminal: bool
+) -> AsyncIterator[bytes]:
+    """Batches of frames: the events the reader has not seen yet go out in one write each.
+
+    The reader is a cursor on the log (everything is by sequence), so taking it when the stream
+    starts, from ``after``, can miss nothing recorded meanwhile.
+    """
+    sub = log.subscribe(after)
     try:
-        async for event in sub:
-            yield _frame(event.render(include_raw), event.sequence)
-            if stop_at_terminal and event.type in TERMINAL_TYPES:
+        while True:
+            batch = await sub.next_batch()
+            if not batch:
                 return
+            if stop_at_terminal:
+                for index, event in enumerate(batch):
+                    if event.type in TERMINAL_TYPES:
+                        yield frames(batch[: index + 1], include_raw)
+                        return
+            yield frames(batch, include_raw)
     finally:
         sub.close()
 
@@ -57,13 +77,24 @@ def _keepalive() -> ServerSentEvent:
     return ServerSentEvent(comment="keep-alive", sep="\n")
 
 
-def _sse(request: Request, stream: AsyncIterator[ServerSentEvent]) -> EventSourceResponse:
+class EventStream(EventSourceResponse):
+    """sse-starlette's response; a reader that accepts nothing for the send timeout is dropped."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except SendTimeoutError:
+            # The connection is closed by the server once this returns without completing.
+            log.warning("SSE reader dropped: it accepted no data for %ss", self.send_timeout)
+
+
+def _sse(request: Request, stream: AsyncIterator[bytes]) -> EventSourceResponse:
     settings = deps.settings(request)
-    return EventSourceResponse(
+    return EventStream(
         stream,
         headers=SSE_HEADERS,
         sep="\n",
-        ping=settings.sse_keepalive or None,
+        ping=settings.sse_keepalive,
         ping_message_factory=_keepalive,
         send_timeout=settings.sse_send_timeout or None,
     )
@@ -76,11 +107,11 @@ async def get_events_sse(session_id: str, request: Request) -> EventSourceRespon
     query.integer("limit")  # accepted and ignored, as legacy
     include_raw = query.include_raw()
     session = deps.manager(request).get(path_param(session_id))
+    # Improvement over legacy (which ignored it): EventSource reconnects resume after the last id.
     last_event_id = request.headers.get("last-event-id", "").strip()
-    if last_event_id.isdigit():
+    if last_event_id.isascii() and last_event_id.isdigit():
         offset = max(offset, int(last_event_id))
-    sub = session.log.subscribe(offset)
-    return _sse(request, _follow(sub, include_raw, stop_at_terminal=False))
+    return _sse(request, _follow(session.log, offset, include_raw, stop_at_terminal=False))
 
 
 @router.post("/v1/sessions/{session_id}/messages/stream", operation_id="post_message_stream")
@@ -88,11 +119,7 @@ async def post_message_stream(session_id: str, request: Request) -> EventSourceR
     include_raw = Query(request).include_raw()
     sid = path_param(session_id)
     session = deps.manager(request).get(sid)
-    # Subscribe before sending: nothing of this turn can be missed, and no history is replayed.
-    sub = session.log.subscribe(session.log.last_sequence)
-    try:
-        await accept_message(request, sid)
-    except BaseException:
-        sub.close()
-        raise
-    return _sse(request, _follow(sub, include_raw, stop_at_terminal=True))
+    # The cursor is taken before sending: nothing of this turn can be missed, no history is replayed.
+    after = session.log.last_sequence
+    await accept_message(request, sid)
+    return _sse(request, _follow(session.log, after, include_raw, stop_at_terminal=True))
