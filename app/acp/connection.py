@@ -10,6 +10,7 @@ Raw messages are kept that way too (the typed layer drops unknown variants and f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -55,6 +56,16 @@ class AgentObserver(Protocol):
         """Answer an agent->client request; raise ``RequestError`` to answer an error."""
 
 
+class WireMessage(dict[str, Any]):
+    """A JSON-RPC message from the agent with the JSON text it arrived as (``json_text``).
+
+    The event log keeps that text as the raw payload of the events made from the message, instead
+    of serialising the dict again for every event (the hot path of a streaming agent).
+    """
+
+    __slots__ = ("json_text",)
+
+
 class ObservedTransport(NdjsonTransport):
     def __init__(self, reader: asyncio.StreamReader, sender: MessageSender, observer: AgentObserver) -> None:
         super().__init__(reader, sender)
@@ -65,7 +76,10 @@ class ObservedTransport(NdjsonTransport):
     async def receive(self) -> dict[str, Any] | None:
         while True:
             if self._batch:
-                return self._deliver(self._batch.popleft())
+                message = self._batch.popleft()
+                if self._deliver(message):
+                    return message
+                continue
             line = await self._read_line()
             if not line:
                 self.eof.set()
@@ -88,11 +102,19 @@ class ObservedTransport(NdjsonTransport):
             if not isinstance(message, dict):
                 self._observer.on_unparsed_line(line, "JSON-RPC message is not an object")
                 continue
-            return self._deliver(message)
+            message = WireMessage(message)
+            # A CR (legal JSON whitespace) would end an SSE line: such a message is serialised anew.
+            if b"\r" not in line:
+                with contextlib.suppress(UnicodeDecodeError):
+                    message.json_text = line.decode("utf-8")
+            if self._deliver(message):
+                return message
 
-    def _deliver(self, message: dict[str, Any]) -> dict[str, Any]:
+    def _deliver(self, message: dict[str, Any]) -> bool:
+        """Hand the message to the observer; True if the SDK needs it too. Notifications are the
+        observer's alone (the SDK would only spawn a task per notification to call a no-op)."""
         self._observer.on_incoming(message)
-        return message
+        return "id" in message or "method" not in message
 
     async def send(self, message: dict[str, Any]) -> None:
         await super().send(message)

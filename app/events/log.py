@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
@@ -27,18 +26,49 @@ from app.translate.envelope import dumps, envelope_json, now_ns, with_raw
 
 from .store import EventStore
 
+_UNSET: Any = object()
 
-@dataclass(slots=True, frozen=True)
+
 class StoredEvent:
-    session_id: str
-    sequence: int
-    type: str
-    json: str  # the envelope, "raw":null last
-    raw_json: str | None
-    time_ns: int = 0
+    """One event of the log: its envelope as compact JSON (``"raw":null`` last) and its raw ACP
+    payload as JSON, serialised on first use (by the store's writer, off the agent's path)."""
+
+    __slots__ = ("_raw", "_raw_json", "json", "sequence", "session_id", "time_ns", "type")
+
+    def __init__(
+        self,
+        session_id: str,
+        sequence: int,
+        type: str,
+        json: str,
+        raw_json: str | None = None,
+        time_ns: int = 0,
+        *,
+        raw: Any = _UNSET,
+    ) -> None:
+        self.session_id = session_id
+        self.sequence = sequence
+        self.type = type
+        self.json = json
+        self.time_ns = time_ns
+        self._raw = raw
+        self._raw_json = raw_json if raw is _UNSET else _UNSET
+
+    @property
+    def raw_json(self) -> str | None:
+        value = self._raw_json
+        if value is _UNSET:
+            raw = self._raw
+            # Two threads may get here at once: both compute the same string.
+            value = self._raw_json = None if raw is None else dumps(raw)
+            self._raw = None
+        return value  # type: ignore[no-any-return]
 
     def render(self, include_raw: bool) -> str:
         return with_raw(self.json, self.raw_json) if include_raw else self.json
+
+    def __repr__(self) -> str:
+        return f"StoredEvent({self.session_id!r}, {self.sequence}, {self.type!r})"
 
 
 _sequence = attrgetter("sequence")
@@ -159,8 +189,16 @@ class SessionEventLog:
             event_type=draft.type,
             data=draft.data,
         )
-        raw_json = None if draft.raw is None else dumps(draft.raw)
-        event = StoredEvent(self.session_id, sequence, draft.type, event_json, raw_json, ns)
+        raw = draft.raw
+        if raw is None:
+            event = StoredEvent(self.session_id, sequence, draft.type, event_json, None, ns)
+        else:
+            # The agent's own JSON text when the connection kept it; else serialised on first use.
+            text = getattr(raw, "json_text", None)
+            if text is not None:
+                event = StoredEvent(self.session_id, sequence, draft.type, event_json, text, ns)
+            else:
+                event = StoredEvent(self.session_id, sequence, draft.type, event_json, None, ns, raw=raw)
         self._store.append(event)
         tail = self._tail
         tail.append(event)

@@ -46,7 +46,7 @@ CREATE TABLE IF NOT EXISTS events (
     json TEXT NOT NULL,
     raw TEXT,
     PRIMARY KEY (session_key, sequence)
-);
+) WITHOUT ROWID;
 """
 
 
@@ -54,8 +54,7 @@ class StoreError(RuntimeError):
     """The data dir cannot be used (locked by another server, not writable, not a database)."""
 
 
-# Queue entries (tuples keep the hot path cheap):
-_EVENT = 0  # (_EVENT, key, session_id, sequence, type, json, raw, time_ns)
+# Queue entries: a StoredEvent, or one of these tuples.
 _SESSION = 1  # (_SESSION, key, session_id, record_json or None)
 _BARRIER = 2  # (_BARRIER, threading.Event): set once everything queued before it is committed
 _STOP = 3
@@ -70,6 +69,8 @@ class SqliteEventStore:
     BACKLOG_MAX = 500_000
     BACKLOG_WAIT = 5.0
     RETRY_DELAY = 1.0
+    # The writer waits this long after the first queued entry, so a burst is one transaction.
+    COALESCE = 0.002
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -120,6 +121,9 @@ class SqliteEventStore:
     def _connect(self) -> sqlite3.Connection:
         # Made here, then used by the writer thread only.
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        # Events are clustered by (session, sequence); 16 KiB pages keep a typical event (0.3-1 KiB
+        # with its raw payload) inside the b-tree page, which makes appends about twice as cheap.
+        conn.execute("PRAGMA page_size=16384")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=10000")
@@ -184,10 +188,9 @@ class SqliteEventStore:
         return key
 
     def append(self, event: StoredEvent) -> None:
-        key = self._keys.get(event.session_id) or self._key(event.session_id)
-        self._queue.put(
-            (_EVENT, key, event.session_id, event.sequence, event.type, event.json, event.raw_json, event.time_ns)
-        )
+        if event.session_id not in self._keys:
+            self._key(event.session_id)
+        self._queue.put(event)
         self._queued += 1
         if self._queued - self._written > self.BACKLOG_MAX:
             self._wait_for_writer()
@@ -216,7 +219,9 @@ class SqliteEventStore:
     def _write_loop(self, conn: sqlite3.Connection) -> None:
         stop = False
         while not stop:
-            batch = [self._queue.get()]
+            batch: list[Any] = [self._queue.get()]
+            # Let a burst gather: one transaction per COALESCE seconds at most, not one per event.
+            time.sleep(self.COALESCE)
             with contextlib.suppress(queue.Empty):
                 while len(batch) < self.BATCH_MAX:
                     batch.append(self._queue.get_nowait())
@@ -229,11 +234,11 @@ class SqliteEventStore:
                     # until the server stops: then say loudly what could not be written.
                     self.write_error = exc
                     if self._closed:
-                        lost = sum(1 for entry in batch if entry[0] == _EVENT)
+                        lost = sum(1 for entry in batch if isinstance(entry, StoredEvent))
                         log.error("cannot write events to %s: %s; %d events not saved", self.path, exc, lost)
-                        stop = any(entry[0] == _STOP for entry in batch)
+                        stop = any(entry == (_STOP,) for entry in batch if isinstance(entry, tuple))
                         for entry in batch:
-                            if entry[0] == _BARRIER:
+                            if isinstance(entry, tuple) and entry[0] == _BARRIER:
                                 entry[1].set()
                         break
                     log.error("cannot write events to %s: %s; retrying", self.path, exc)
@@ -241,29 +246,23 @@ class SqliteEventStore:
             self.write_error = None
         conn.close()
 
-    def _commit(self, conn: sqlite3.Connection, batch: list[tuple[Any, ...]]) -> bool:
-        rows: list[tuple[Any, ...]] = []
-        counters: dict[int, list[Any]] = {}  # key -> [session_id, count, last sequence, updated ns]
+    def _commit(self, conn: sqlite3.Connection, batch: list[Any]) -> bool:
+        keys = self._keys
+        events: list[StoredEvent] = []
         barriers: list[threading.Event] = []
+        marks: dict[str, int] = {}  # session -> last sequence committed by this transaction
         stop = False
         conn.execute("BEGIN")
         try:
             for entry in batch:
+                if type(entry) is StoredEvent:
+                    events.append(entry)
+                    continue
                 kind = entry[0]
-                if kind == _EVENT:
-                    _, key, session_id, sequence, event_type, event_json, raw, time_ns = entry
-                    rows.append((key, sequence, event_type, event_json, raw))
-                    counter = counters.get(key)
-                    if counter is None:
-                        counters[key] = [session_id, 1, sequence, time_ns]
-                    else:
-                        counter[1] += 1
-                        counter[2] = sequence
-                        counter[3] = time_ns
-                elif kind == _SESSION:
-                    if rows:  # keep the order of the queue: events before this entry first
-                        conn.executemany("INSERT INTO events VALUES (?,?,?,?,?)", rows)
-                        rows = []
+                if kind == _SESSION:
+                    # A session row comes before its first event in the queue; write in that order.
+                    self._insert(conn, keys, events, marks)
+                    events = []
                     _, key, session_id, record = entry
                     conn.execute("INSERT OR IGNORE INTO sessions (key, id) VALUES (?, ?)", (key, session_id))
                     if record is not None:
@@ -272,28 +271,42 @@ class SqliteEventStore:
                     barriers.append(entry[1])
                 else:
                     stop = True
-            if rows:
-                conn.executemany("INSERT INTO events VALUES (?,?,?,?,?)", rows)
-            conn.executemany(
-                "UPDATE sessions SET event_count = event_count + ?, last_sequence = max(last_sequence, ?),"
-                " updated_ns = max(updated_ns, ?) WHERE key = ?",
-                [(count, last, updated, key) for key, (_, count, last, updated) in counters.items()],
-            )
+            self._insert(conn, keys, events, marks)
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
-        written = 0
-        for session_id, count, last, _ in counters.values():
-            self._flushed[session_id] = last
-            written += count
+        self._flushed.update(marks)
         with self._progress:
-            self._written += written
+            self._written += sum(1 for entry in batch if type(entry) is StoredEvent)
             self._progress.notify_all()
         for barrier in barriers:
             barrier.set()
         return stop
+
+    @staticmethod
+    def _insert(
+        conn: sqlite3.Connection, keys: dict[str, int], events: list[StoredEvent], marks: dict[str, int]
+    ) -> None:
+        if not events:
+            return
+        conn.executemany(
+            "INSERT INTO events VALUES (?,?,?,?,?)",
+            [(keys[e.session_id], e.sequence, e.type, e.json, e.raw_json) for e in events],
+        )
+        counts: dict[str, int] = {}
+        last: dict[str, StoredEvent] = {}
+        for e in events:
+            counts[e.session_id] = counts.get(e.session_id, 0) + 1
+            last[e.session_id] = e
+        conn.executemany(
+            "UPDATE sessions SET event_count = event_count + ?, last_sequence = max(last_sequence, ?),"
+            " updated_ns = max(updated_ns, ?) WHERE key = ?",
+            [(counts[sid], e.sequence, e.time_ns, keys[sid]) for sid, e in last.items()],
+        )
+        for sid, e in last.items():
+            marks[sid] = e.sequence
 
     # ---- reading -----------------------------------------------------------------------------
     def flushed_sequence(self, session_id: str) -> int:

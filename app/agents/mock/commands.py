@@ -4,3 +4,5 @@ Each feature area adds its commands in its own module imported here.
 """
 
 from __future__ import annotations
+
+from . import bench  # noqa: F401

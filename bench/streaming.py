@@ -1,0 +1,305 @@
+"""Streaming benchmarks: burst throughput, turn latency, SSE fan-out, idle memory, start-up time.
+
+Run from the repository root (not part of the test suite)::
+
+    .venv/bin/python -m bench.streaming all          # everything, default sizes
+    .venv/bin/python -m bench.streaming burst --runs 20 --count 10000
+    .venv/bin/python -m bench.streaming latency --turns 300
+    .venv/bin/python -m bench.streaming fanout --readers 100 --count 10000
+    .venv/bin/python -m bench.streaming memory --sessions 20 200
+    .venv/bin/python -m bench.streaming startup --runs 5
+
+Each prints one line per figure and checks its target, so a regression is visible at a glance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import queue
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from .common import ROOT, SSEReader, StdioAgent, bridge, percentile
+
+OK_PROMPT = "Reply with exactly the single word OK."
+
+
+def _session(client: httpx.Client, session_id: str) -> None:
+    response = client.post(f"/v1/sessions/{session_id}", json={"agent": "mock"})
+    response.raise_for_status()
+
+
+def _last_sequence(client: httpx.Client, session_id: str) -> int:
+    events = client.get(f"/v1/sessions/{session_id}/events").json()["events"]
+    return int(events[-1]["sequence"]) if events else 0
+
+
+# ---- (a) burst ------------------------------------------------------------------------------------
+def burst(runs: int, count: int) -> bool:
+    """A COUNT-notification burst from the mock to one SSE reader, RUNS times, next to the same
+    burst read straight from the agent's stdout."""
+    print(f"(a) burst: {runs} runs of a {count}-notification burst to one SSE reader")
+    agent = StdioAgent()
+    direct_rates = []
+    for _ in range(3):
+        received, seconds = agent.prompt_counting(f"burst {count}")
+        assert received == count, received
+        direct_rates.append(count / seconds)
+    agent.close()
+    direct = statistics.median(direct_rates)
+    print(f"    agent read directly over stdio: {count} notifications, {direct:,.0f}/s (median of 3)")
+
+    lost_total = 0
+    rates = []
+    with tempfile.TemporaryDirectory() as tmp, bridge(Path(tmp) / "data") as server:
+        client = httpx.Client(base_url=server.url, timeout=60)
+        for run in range(runs):
+            sid = f"burst-{run}"
+            _session(client, sid)
+            after = _last_sequence(client, sid)
+            with client.stream("GET", f"/v1/sessions/{sid}/events/sse", params={"offset": after}) as response:
+                reader = SSEReader(response)
+                t0 = time.perf_counter()
+                client.post(f"/v1/sessions/{sid}/messages", json={"message": f"burst {count}"}).raise_for_status()
+                expected = 0
+                last_seq = after
+                ordered = True
+                t_end = t0
+                for event in reader:
+                    if event["sequence"] != last_seq + 1:
+                        ordered = False
+                    last_seq = event["sequence"]
+                    if event["type"] == "item.delta":
+                        if event["data"]["delta"][:8] != f"{expected:08d}":
+                            ordered = False
+                        expected += 1
+                        t_end = time.perf_counter()
+                    elif event["type"] == "turn.ended":
+                        break
+            lost = count - expected
+            lost_total += lost
+            rate = expected / (t_end - t0)
+            rates.append(rate)
+            print(f"    run {run + 1:2d}: delivered {expected}/{count} in order={ordered}, {rate:,.0f} events/s")
+        client.close()
+    median = statistics.median(rates)
+    ok = lost_total == 0 and median >= 40_000
+    print(
+        f"(a) result: lost {lost_total} over {runs} runs; delivered rate median {median:,.0f}/s "
+        f"(min {min(rates):,.0f}, max {max(rates):,.0f}); direct stdio {direct:,.0f}/s "
+        f"-> {'OK' if ok else 'MISSED'} (target 0 lost, >= 40,000/s)"
+    )
+    return ok
+
+
+# ---- (b) latency ----------------------------------------------------------------------------------
+def latency(turns: int) -> bool:
+    """POST a trivial message -> its turn.ended seen on an open SSE stream."""
+    print(f"(b) latency: {turns} trivial turns (POST message -> turn.ended on SSE)")
+    with tempfile.TemporaryDirectory() as tmp, bridge(Path(tmp) / "data") as server:
+        client = httpx.Client(base_url=server.url, timeout=30)
+        _session(client, "latency")
+        seen: queue.Queue[tuple[float, str]] = queue.Queue()
+        stop = threading.Event()
+
+        def read() -> None:
+            with httpx.Client(base_url=server.url, timeout=None) as sse_client:
+                with sse_client.stream("GET", "/v1/sessions/latency/events/sse") as response:
+                    for event in SSEReader(response):
+                        seen.put((time.perf_counter(), event["type"]))
+                        if stop.is_set():
+                            return
+
+        thread = threading.Thread(target=read, daemon=True)
+        thread.start()
+        while seen.get(timeout=10)[1] != "session.started":
+            pass
+        samples = []
+        for index in range(turns + 20):
+            t0 = time.perf_counter()
+            response = client.post("/v1/sessions/latency/messages", json={"message": OK_PROMPT})
+            assert response.status_code == 204
+            while True:
+                at, event_type = seen.get(timeout=10)
+                if event_type == "turn.ended":
+                    break
+            if index >= 20:  # warm-up turns are not counted
+                samples.append((at - t0) * 1000)
+        stop.set()
+        client.close()
+    p50, p99 = percentile(samples, 50), percentile(samples, 99)
+    ok = p50 <= 2.0
+    print(
+        f"(b) result: p50 {p50:.2f} ms, p99 {p99:.2f} ms, mean {statistics.mean(samples):.2f} ms "
+        f"-> {'OK' if ok else 'MISSED'} (target p50 <= 2 ms)"
+    )
+    return ok
+
+
+# ---- (c) fan-out ----------------------------------------------------------------------------------
+_ID = re.compile(rb"^id: (\d+)$", re.M)
+
+
+async def _fanout_reader(url: str, sid: str, after: int, ready: asyncio.Event, total: list[int]) -> tuple[str, int]:
+    """Reads until turn.ended; returns (sha256 of the frames, frame count); checks the ids."""
+    digest = hashlib.sha256()
+    frames = 0
+    last = after
+    async with httpx.AsyncClient(base_url=url, timeout=None) as client:
+        async with client.stream("GET", f"/v1/sessions/{sid}/events/sse", params={"offset": after}) as response:
+            total[0] += 1
+            if total[0] == total[1]:
+                ready.set()
+            buffer = b""
+            async for chunk in response.aiter_raw():
+                buffer += chunk
+                end = buffer.rfind(b"\n\n")
+                if end < 0:
+                    continue
+                complete, buffer = buffer[: end + 2], buffer[end + 2 :]
+                digest.update(complete)
+                for match in _ID.finditer(complete):
+                    sequence = int(match.group(1))
+                    assert sequence == last + 1, (sequence, last)
+                    last = sequence
+                    frames += 1
+                if b'"type":"turn.ended"' in complete:
+                    return digest.hexdigest(), frames
+    raise AssertionError("stream ended early")
+
+
+async def _fanout(url: str, sid: str, after: int, readers: int, count: int) -> tuple[list[tuple[str, int]], float]:
+    ready = asyncio.Event()
+    total = [0, readers]
+    tasks = [asyncio.create_task(_fanout_reader(url, sid, after, ready, total)) for _ in range(readers)]
+    await asyncio.wait_for(ready.wait(), 30)
+    t0 = time.perf_counter()
+    async with httpx.AsyncClient(base_url=url) as client:
+        (await client.post(f"/v1/sessions/{sid}/messages", json={"message": f"burst {count}"})).raise_for_status()
+    results = await asyncio.wait_for(asyncio.gather(*tasks), 300)
+    return results, time.perf_counter() - t0
+
+
+def fanout(readers: int, count: int) -> bool:
+    print(f"(c) fan-out: {readers} SSE readers on one session, {count}-notification burst")
+    with tempfile.TemporaryDirectory() as tmp, bridge(Path(tmp) / "data") as server:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            _session(client, "fanout")
+            after = _last_sequence(client, "fanout")
+        results, seconds = asyncio.run(_fanout(server.url, "fanout", after, readers, count))
+    digests = {digest for digest, _ in results}
+    frames = {n for _, n in results}
+    complete = all(n >= count for _, n in results)
+    ok = len(digests) == 1 and complete
+    delivered = sum(n for _, n in results)
+    print(
+        f"(c) result: {len(results)} readers, frames per reader {sorted(frames)}, identical={len(digests) == 1}, "
+        f"{delivered:,} frames in {seconds:.2f} s ({delivered / seconds:,.0f} frames/s overall) "
+        f"-> {'OK' if ok else 'MISSED'} (target all complete and identical)"
+    )
+    return ok
+
+
+# ---- (d) memory -----------------------------------------------------------------------------------
+def memory(steps: list[int]) -> bool:
+    print(f"(d) memory: bridge RSS idle and with {', '.join(map(str, steps))} idle mock sessions (agents excluded)")
+    with tempfile.TemporaryDirectory() as tmp, bridge(Path(tmp) / "data") as server:
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            # One request of each kind first, so lazily imported code is counted as idle.
+            _session(client, "warm")
+            client.post("/v1/sessions/warm/messages", json={"message": OK_PROMPT})
+            client.get("/v1/sessions/warm/events")
+            client.post("/v1/sessions/warm/terminate")
+            time.sleep(0.5)
+            idle = server.rss_kib() / 1024
+            print(f"    idle: {idle:.1f} MB")
+            created = 0
+            figures = []
+            for target in steps:
+                while created < target:
+                    sid = f"idle-{created}"
+                    _session(client, sid)
+                    client.post(f"/v1/sessions/{sid}/messages", json={"message": OK_PROMPT})
+                    created += 1
+                time.sleep(1.0)
+                rss = server.rss_kib() / 1024
+                per = (rss - idle) / target
+                figures.append(per)
+                print(f"    {target} idle sessions: {rss:.1f} MB ({per:.3f} MB per session)")
+    ok = idle <= 60 and all(per <= 0.5 for per in figures)
+    print(
+        f"(d) result: idle {idle:.1f} MB, per session {max(figures):.3f} MB "
+        f"-> {'OK' if ok else 'MISSED'} (target <= 60 MB idle, <= 0.5 MB per idle session)"
+    )
+    return ok
+
+
+# ---- (e) start-up -----------------------------------------------------------------------------------
+def startup(runs: int) -> bool:
+    print(f"(e) start-up: spawn -> first healthy /v1/health, {runs} runs")
+    times = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as tmp, bridge(Path(tmp) / "data") as server:
+            times.append(server.started_s * 1000)
+
+    def import_ms(code: str) -> float:
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+            best = min(best, (time.perf_counter() - t0) * 1000)
+        return best
+
+    bare = import_ms("pass")
+    sdk = import_ms("import acp") - bare
+    app = import_ms("import app.main") - bare
+    print(
+        f"(e) result: start-up median {statistics.median(times):.0f} ms (min {min(times):.0f}, max {max(times):.0f}); "
+        f"of which importing the ACP SDK {sdk:.0f} ms, the whole app {app:.0f} ms (interpreter alone {bare:.0f} ms)"
+    )
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.streaming", description=__doc__)
+    sub = parser.add_subparsers(dest="bench", required=True)
+    p = sub.add_parser("burst")
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--count", type=int, default=10_000)
+    p = sub.add_parser("latency")
+    p.add_argument("--turns", type=int, default=300)
+    p = sub.add_parser("fanout")
+    p.add_argument("--readers", type=int, default=100)
+    p.add_argument("--count", type=int, default=10_000)
+    p = sub.add_parser("memory")
+    p.add_argument("--sessions", type=int, nargs="+", default=[20, 200])
+    p = sub.add_parser("startup")
+    p.add_argument("--runs", type=int, default=5)
+    sub.add_parser("all")
+    args = parser.parse_args(argv)
+    results: list[bool] = []
+    if args.bench in ("burst", "all"):
+        results.append(burst(getattr(args, "runs", 20), getattr(args, "count", 10_000)))
+    if args.bench in ("latency", "all"):
+        results.append(latency(getattr(args, "turns", 300)))
+    if args.bench in ("fanout", "all"):
+        results.append(fanout(getattr(args, "readers", 100), getattr(args, "count", 10_000)))
+    if args.bench in ("memory", "all"):
+        results.append(memory(getattr(args, "sessions", [20, 200])))
+    if args.bench in ("startup", "all"):
+        results.append(startup(getattr(args, "runs", 5)))
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
