@@ -77,6 +77,32 @@ def _keepalive() -> ServerSentEvent:
     return ServerSentEvent(comment="keep-alive", sep="\n")
 
 
+class _DroppedReaders(logging.Filter):
+    """uvicorn reports a response that ends unfinished as an ERROR; for a reader dropped on purpose
+    the bridge's own warning says what happened, so that one line is left out."""
+
+    MESSAGE = "ASGI callable returned without completing response."
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.expected = 0
+
+    def expect(self) -> None:
+        logger = logging.getLogger("uvicorn.error")
+        if self not in logger.filters:
+            logger.addFilter(self)
+        self.expected += 1
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.expected and record.getMessage() == self.MESSAGE:
+            self.expected -= 1
+            return False
+        return True
+
+
+_dropped_readers = _DroppedReaders()
+
+
 class EventStream(EventSourceResponse):
     """sse-starlette's response; a reader that accepts nothing for the send timeout is dropped."""
 
@@ -84,8 +110,14 @@ class EventStream(EventSourceResponse):
         try:
             await super().__call__(scope, receive, send)
         except SendTimeoutError:
-            # The connection is closed by the server once this returns without completing.
-            log.warning("SSE reader dropped: it accepted no data for %ss", self.send_timeout)
+            # Returning unfinished makes the server close the connection.
+            client = scope.get("client")
+            log.warning(
+                "SSE reader %s dropped: it accepted no data for %ss",
+                f"{client[0]}:{client[1]}" if client else "",
+                self.send_timeout,
+            )
+            _dropped_readers.expect()
 
 
 def _sse(request: Request, stream: AsyncIterator[bytes]) -> EventSourceResponse:
