@@ -97,12 +97,23 @@ class SSEReader:
         return next(self)  # a comment frame
 
 
-class StdioAgent:
-    """The mock agent driven directly over stdio (no bridge): the agent's own pace."""
+BURST_AGENT = [sys.executable, str(ROOT / "bench" / "burst_agent.py")]
+MOCK_AGENT = [sys.executable, "-m", "app.agents.mock"]
 
-    def __init__(self) -> None:
+
+def agents_file(directory: Path) -> Path:
+    """An agents file with the benchmark agent as ``burst``."""
+    path = directory / "agents.toml"
+    path.write_text(f"[agents.burst]\ncommand = {json.dumps(BURST_AGENT)}\n")
+    return path
+
+
+class StdioAgent:
+    """An agent driven directly over stdio (no bridge): the agent's own pace."""
+
+    def __init__(self, argv: list[str]) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app.agents.mock"],
+            argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             cwd=ROOT,

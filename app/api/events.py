@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette.sse import SendTimeoutError
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from app.events.log import SessionEventLog, StoredEvent
@@ -31,22 +31,35 @@ async def get_events(session_id: str, request: Request) -> Response:
     offset = query.integer("offset") or 0
     limit = query.integer("limit")
     include_raw = query.include_raw()
-    session = deps.manager(request).get(path_param(session_id))
-    events, has_more = await session.log.page(offset, limit)
-    body = (
-        '{"events":['
-        + ",".join(e.render(include_raw) for e in events)
-        + '],"hasMore":'
-        + ("true" if has_more else "false")
-        + "}"
-    )
-    return Response(body, media_type="application/json")
+    log = deps.manager(request).get(path_param(session_id)).log
+    if (limit is None or limit > log.PAGE_BATCH) and log.last_sequence - offset > log.PAGE_BATCH:
+        # A long page is written as it is read, so memory stays flat whatever its length.
+        return StreamingResponse(_page_body(log, offset, limit, include_raw), media_type="application/json")
+    events, has_more = await log.page(offset, limit)
+    body = '{"events":[' + ",".join(e.render(include_raw) for e in events) + '],"hasMore":'
+    return Response(body + ("true}" if has_more else "false}"), media_type="application/json")
+
+
+async def _page_body(log: SessionEventLog, offset: int, limit: int | None, include_raw: bool) -> AsyncIterator[str]:
+    yield '{"events":['
+    sent = 0
+    has_more = False
+    async for batch in log.page_batches(offset, limit):
+        if limit is not None and sent + len(batch) > limit:
+            batch = batch[: limit - sent]
+            has_more = True
+        if batch:
+            yield ("," if sent else "") + ",".join(e.render(include_raw) for e in batch)
+            sent += len(batch)
+    yield '],"hasMore":' + ("true}" if has_more else "false}")
 
 
 def frames(events: list[StoredEvent], include_raw: bool) -> bytes:
     """SSE frames ``id: <sequence>`` + ``data: <compact JSON>``; legacy parsers keep only the data
     line, and the JSON never holds a raw newline (JSON escapes them), so one data line suffices."""
-    return "".join([f"id: {e.sequence}\ndata: {e.render(include_raw)}\n\n" for e in events]).encode()
+    if not include_raw:
+        return b"".join([e.frame for e in events])
+    return "".join([f"id: {e.sequence}\ndata: {e.render(True)}\n\n" for e in events]).encode()
 
 
 async def _follow(

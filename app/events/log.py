@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from operator import attrgetter
 from typing import Any
 
@@ -33,7 +33,7 @@ class StoredEvent:
     """One event of the log: its envelope as compact JSON (``"raw":null`` last) and its raw ACP
     payload as JSON, serialised on first use (by the store's writer, off the agent's path)."""
 
-    __slots__ = ("_raw", "_raw_json", "json", "sequence", "session_id", "time_ns", "type")
+    __slots__ = ("_frame", "_raw", "_raw_json", "json", "sequence", "session_id", "time_ns", "type")
 
     def __init__(
         self,
@@ -53,6 +53,7 @@ class StoredEvent:
         self.time_ns = time_ns
         self._raw = raw
         self._raw_json = raw_json if raw is _UNSET else _UNSET
+        self._frame: bytes | None = None
 
     @property
     def raw_json(self) -> str | None:
@@ -60,15 +61,36 @@ class StoredEvent:
         if value is _UNSET:
             raw = self._raw
             # Two threads may get here at once: both compute the same string.
-            value = self._raw_json = None if raw is None else dumps(raw)
+            value = self._raw_json = None if raw is None else raw_to_json(raw)
             self._raw = None
         return value  # type: ignore[no-any-return]
 
     def render(self, include_raw: bool) -> str:
         return with_raw(self.json, self.raw_json) if include_raw else self.json
 
+    @property
+    def frame(self) -> bytes:
+        """The SSE frame (without raw): made once, shared by every reader of the session."""
+        frame = self._frame
+        if frame is None:
+            frame = self._frame = f"id: {self.sequence}\ndata: {self.json}\n\n".encode()
+        return frame
+
     def __repr__(self) -> str:
         return f"StoredEvent({self.session_id!r}, {self.sequence}, {self.type!r})"
+
+
+def raw_to_json(raw: Any) -> str:
+    """JSON of a raw payload: a message's own text when the connection kept it (``json_text``),
+    also for the list of chunk messages a completed item carries."""
+    text = getattr(raw, "json_text", None)
+    if text is not None:
+        return text  # type: ignore[no-any-return]
+    if isinstance(raw, list) and raw:
+        texts = [getattr(entry, "json_text", None) for entry in raw]
+        if None not in texts:
+            return "[" + ",".join(texts) + "]"  # type: ignore[arg-type]
+    return dumps(raw)
 
 
 _sequence = attrgetter("sequence")
@@ -151,6 +173,8 @@ class Subscription:
 
 
 class SessionEventLog:
+    PAGE_BATCH = 4096
+
     def __init__(
         self,
         session_id: str,
@@ -270,22 +294,29 @@ class SessionEventLog:
             else:
                 after = max(after, before - 1)  # nothing below the tail: continue inside it
 
+    async def page_batches(self, offset: int, limit: int | None) -> AsyncIterator[list[StoredEvent]]:
+        """The events of a legacy GET /events page in batches: sequence > offset, at most
+        ``limit + 1`` of them (the one past the limit only tells that there is more)."""
+        wanted = None if limit is None else limit + 1
+        end = self.last_sequence  # events recorded while the page is read belong to the next one
+        after = offset
+        count = 0
+        while after < end and (wanted is None or count < wanted):
+            batch = await self.read_after_async(after, self.PAGE_BATCH if wanted is None else wanted - count)
+            if batch and batch[-1].sequence > end:
+                batch = [e for e in batch if e.sequence <= end]
+            if not batch:
+                break
+            count += len(batch)
+            after = batch[-1].sequence
+            yield batch
+
     async def page(self, offset: int, limit: int | None) -> tuple[list[StoredEvent], bool]:
         """Legacy GET /events: events with sequence > offset; hasMore only when limit cut the list."""
-        wanted = None if limit is None else limit + 1
-        end = self.last_sequence  # events recorded while this page is read belong to the next one
-        events: list[StoredEvent] = []
-        after = offset
-        while after < end and (wanted is None or len(events) < wanted):
-            chunk = await self.read_after_async(after, 4096 if wanted is None else wanted - len(events))
-            chunk = [e for e in chunk if e.sequence <= end] if chunk and chunk[-1].sequence > end else chunk
-            if not chunk:
-                break
-            events.extend(chunk)
-            after = chunk[-1].sequence
-        if wanted is None:
+        events = [event async for batch in self.page_batches(offset, limit) for event in batch]
+        if limit is None:
             return events, False
-        return events[:limit], len(events) > (limit or 0)
+        return events[:limit], len(events) > limit
 
     def save_record(self, record: dict[str, Any]) -> None:
         """Keep the session's record (SessionInfo and config) with its events."""

@@ -9,7 +9,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -140,8 +140,8 @@ class StalledReader:
         self.sock.connect((host, int(port)))
         self.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
 
-    def read_all(self, until: bytes | None = None, timeout: float = 30.0) -> tuple[bytes, bool]:
-        """Read until ``until`` appears or the server closes; (data, closed by server)."""
+    def read_all(self, until: Callable[[bytes], bool] | None = None, timeout: float = 30.0) -> tuple[bytes, bool]:
+        """Read until ``until(data so far)`` holds or the server closes; (data, closed by server)."""
         data = bytearray()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -152,9 +152,9 @@ class StalledReader:
             if not chunk:
                 return bytes(data), True
             data += chunk
-            if until is not None and until in data[-4096:]:
+            if until is not None and until(bytes(data)):
                 return bytes(data), False
-        raise AssertionError(f"stalled reader: neither {until!r} nor EOF within {timeout}s")
+        raise AssertionError(f"stalled reader: condition not met and no EOF within {timeout}s")
 
     def close(self) -> None:
         self.sock.close()
@@ -402,10 +402,9 @@ def test_a_stalled_reader_delays_no_one_and_later_gets_everything(sclient: httpx
         fast_seqs = [e["sequence"] for e, _ in fast_seen]
         assert fast_seqs == list(range(1, fast_seqs[-1] + 1))
         # The stalled reader now reads: it gets every event, in order, from the store.
-        raw, closed = stalled.read_all(until=b'"type":"turn.ended"', timeout=60)
-        while raw.count(b'"type":"turn.ended"') < 2:
-            more, closed = stalled.read_all(until=b'"type":"turn.ended"', timeout=60)
-            raw += more
+        raw, closed = stalled.read_all(
+            until=lambda data: data.endswith(b"\n\n\r\n") and data.count(b'"type":"turn.ended"') == 2, timeout=60
+        )
         assert not closed
         stalled_seqs = sequences(chunked_sse_events(raw))
         assert stalled_seqs == fast_seqs
@@ -559,3 +558,19 @@ def test_sigterm_during_a_burst_keeps_every_delivered_event(tmp_path: Path) -> N
         assert stored[: len(seen)] == seen
     finally:
         again.stop()
+
+
+def test_long_pages_follow_the_legacy_rules(sclient: httpx.Client) -> None:
+    create_session(sclient, "st-page")
+    send(sclient, "st-page", "burst 6000")
+    live = follow(sclient, "st-page", "turn.ended")
+    last = live[-1]["sequence"]
+    whole = sclient.get("/v1/sessions/st-page/events")
+    assert whole.headers["content-type"] == "application/json"
+    assert whole.json() == {"events": live, "hasMore": False}
+    cut = sclient.get("/v1/sessions/st-page/events", params={"offset": 10, "limit": 5000}).json()
+    assert sequences(cut["events"]) == list(range(11, 5011)) and cut["hasMore"] is True
+    exact = sclient.get("/v1/sessions/st-page/events", params={"offset": last - 4500, "limit": 4500}).json()
+    assert len(exact["events"]) == 4500 and exact["hasMore"] is False
+    raw = sclient.get("/v1/sessions/st-page/events", params={"offset": 0, "include_raw": "true"}).json()
+    assert raw["events"][-2]["raw"] is not None and len(raw["events"]) == last

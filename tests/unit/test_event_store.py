@@ -227,3 +227,7 @@ def test_raw_payload_text_is_kept_as_given() -> None:
     assert plain.raw_json == '{"a":[1,"é"]}'
     assert json.loads(plain.render(True))["raw"] == {"a": [1, "é"]}
     assert json.loads(plain.render(False))["raw"] is None
+    listed = log.append(draft(2, raw=[message, message]))
+    assert listed.raw_json == "[" + message.json_text + "," + message.json_text + "]"
+    mixed = log.append(draft(3, raw=[message, {"b": None}]))
+    assert json.loads(mixed.raw_json) == [{"jsonrpc": "2.0", "method": "x"}, {"b": None}]
