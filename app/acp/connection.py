@@ -71,7 +71,34 @@ class ObservedTransport(NdjsonTransport):
         super().__init__(reader, sender)
         self._observer = observer
         self._batch: deque[dict[str, Any]] = deque()
+        self._lines: deque[bytes] = deque()
+        self._partial: list[bytes] = []
         self.eof = asyncio.Event()
+
+    async def _next_line(self) -> bytes | None:
+        """The next stdout line (without its newline); None at EOF. Reads whatever the pipe holds
+        and splits it at once: a burst of notifications costs one await per read, not per line."""
+        while not self._lines:
+            chunk = await self._reader.read(1 << 16)
+            if not chunk:
+                if self._partial:
+                    line = b"".join(self._partial)
+                    self._partial.clear()
+                    return line
+                return None
+            lines = chunk.split(b"\n")
+            if len(lines) == 1:
+                self._partial.append(chunk)  # part of a long line
+                continue
+            if self._partial:
+                self._partial.append(lines[0])
+                lines[0] = b"".join(self._partial)
+                self._partial.clear()
+            last = lines.pop()
+            if last:
+                self._partial.append(last)
+            self._lines.extend(lines)
+        return self._lines.popleft()
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
@@ -80,8 +107,8 @@ class ObservedTransport(NdjsonTransport):
                 if self._deliver(message):
                     return message
                 continue
-            line = await self._read_line()
-            if not line:
+            line = await self._next_line()
+            if line is None:
                 self.eof.set()
                 return None
             line = line.strip()
