@@ -71,6 +71,9 @@ class SqliteEventStore:
     RETRY_DELAY = 1.0
     # The writer waits this long after the first queued entry, so a burst is one transaction.
     COALESCE = 0.002
+    # Checkpoint after this long without writes, or after this many entries whatever happens.
+    CHECKPOINT_IDLE = 0.5
+    CHECKPOINT_MAX = 100_000
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -127,6 +130,7 @@ class SqliteEventStore:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=10000")
+        conn.execute("PRAGMA wal_autocheckpoint=0")  # the writer checkpoints itself (_checkpoint)
         return conn
 
     def _load(self, conn: sqlite3.Connection) -> None:
@@ -218,8 +222,13 @@ class SqliteEventStore:
     # ---- the writer thread -----------------------------------------------------------------------
     def _write_loop(self, conn: sqlite3.Connection) -> None:
         stop = False
+        uncheckpointed = 0
         while not stop:
-            batch: list[Any] = [self._queue.get()]
+            try:
+                batch: list[Any] = [self._queue.get(timeout=self.CHECKPOINT_IDLE if uncheckpointed else None)]
+            except queue.Empty:
+                uncheckpointed = self._checkpoint(conn)
+                continue
             # Let a burst gather: one transaction per COALESCE seconds at most, not one per event.
             time.sleep(self.COALESCE)
             with contextlib.suppress(queue.Empty):
@@ -244,7 +253,20 @@ class SqliteEventStore:
                     log.error("cannot write events to %s: %s; retrying", self.path, exc)
                     time.sleep(self.RETRY_DELAY)
             self.write_error = None
+            uncheckpointed += len(batch)
+            if uncheckpointed >= self.CHECKPOINT_MAX:
+                uncheckpointed = self._checkpoint(conn)
+        self._checkpoint(conn)
         conn.close()
+
+    def _checkpoint(self, conn: sqlite3.Connection) -> int:
+        """Copy the WAL into the database file. Done when the writer is idle (or the WAL has grown
+        large), not in the middle of a burst as SQLite's automatic checkpoint would."""
+        try:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error as exc:
+            log.warning("checkpoint of %s failed: %s", self.path, exc)
+        return 0
 
     def _commit(self, conn: sqlite3.Connection, batch: list[Any]) -> bool:
         keys = self._keys
