@@ -162,6 +162,16 @@ class StdioAgent:
         self.proc.wait(10)
 
 
+def parse_sse_frames(text: str) -> list[dict[str, Any]]:
+    """The legacy rules: split on blank lines, keep the data: lines, parse them as JSON."""
+    events = []
+    for frame in text.replace("\r\n", "\n").split("\n\n"):
+        data = [line[5:].strip() for line in frame.split("\n") if line.startswith("data:")]
+        if data:
+            events.append(json.loads("\n".join(data)))
+    return events
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))

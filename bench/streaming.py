@@ -29,9 +29,17 @@ from pathlib import Path
 
 import httpx
 
-from tests.support import parse_sse_frames
-
-from .common import BURST_AGENT, MOCK_AGENT, ROOT, SSEReader, StdioAgent, agents_file, bridge, percentile
+from .common import (
+    BURST_AGENT,
+    MOCK_AGENT,
+    ROOT,
+    SSEReader,
+    StdioAgent,
+    agents_file,
+    bridge,
+    parse_sse_frames,
+    percentile,
+)
 
 OK_PROMPT = "Reply with exactly the single word OK."
 
@@ -288,6 +296,58 @@ def startup(runs: int) -> bool:
     return True
 
 
+# ---- (f) growth ---------------------------------------------------------------------------------------
+def _rss_mb() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def growth(count: int, per_burst: int) -> bool:
+    """One session grown to COUNT events through a real bridge (bursts of PER_BURST chunks from the
+    burst agent), with an SSE reader following along: the bridge's RSS must stay flat."""
+    per_burst = min(per_burst, count)
+    print(f"(f) growth: one session to {count:,} events in bursts of {per_burst:,}, bridge RSS after each")
+    samples = []
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        bridge(Path(tmp) / "data", "--agents-file", str(agents_file(Path(tmp)))) as server,
+    ):
+        client = httpx.Client(base_url=server.url, timeout=300)
+        _session(client, "growth", "burst")
+        after = _last_sequence(client, "growth")
+        t0 = time.perf_counter()
+        with client.stream("GET", "/v1/sessions/growth/events/sse", params={"offset": after}) as response:
+            chunks = response.iter_raw()
+            for index in range(count // per_burst):
+                client.post("/v1/sessions/growth/messages", json={"message": f"burst {per_burst}"}).raise_for_status()
+                for chunk in chunks:
+                    if b'"type":"turn.ended"' in chunk:
+                        break
+                samples.append(server.rss_kib() / 1024)
+                if (index + 1) % max(1, count // per_burst // 10) == 0:
+                    total = _last_sequence_cheap(client, "growth")
+                    print(f"    {total:>9,} events: bridge RSS {samples[-1]:.1f} MB")
+        seconds = time.perf_counter() - t0
+        db_mb = sum(f.stat().st_size for f in (Path(tmp) / "data").iterdir()) / 1e6
+        client.close()
+    grown = samples[-1] - samples[0]
+    ok = grown < 20
+    print(
+        f"(f) result: bridge RSS {samples[0]:.1f} MB after the first burst, {samples[-1]:.1f} MB at the end "
+        f"(+{grown:.1f} MB); {count / seconds:,.0f} events/s end to end; data dir {db_mb:.0f} MB "
+        f"-> {'OK' if ok else 'MISSED'} (target: flat)"
+    )
+    return ok
+
+
+def _last_sequence_cheap(client: httpx.Client, session_id: str) -> int:
+    info = next(s for s in client.get("/v1/sessions").json()["sessions"] if s["sessionId"] == session_id)
+    return int(info["eventCount"])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.streaming", description=__doc__)
     sub = parser.add_subparsers(dest="bench", required=True)
@@ -304,6 +364,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sessions", type=int, nargs="+", default=[20, 200])
     p = sub.add_parser("startup")
     p.add_argument("--runs", type=int, default=5)
+    p = sub.add_parser("growth")
+    p.add_argument("--count", type=int, default=1_000_000)
+    p.add_argument("--burst", type=int, default=10_000, help="chunks per message")
     sub.add_parser("all")
     args = parser.parse_args(argv)
     results: list[bool] = []
@@ -319,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
         results.append(memory(getattr(args, "sessions", [20, 200])))
     if args.bench in ("startup", "all"):
         results.append(startup(getattr(args, "runs", 5)))
+    if args.bench in ("growth", "all"):
+        results.append(growth(getattr(args, "count", 1_000_000), getattr(args, "burst", 10_000)))
     return 0 if all(results) else 1
 
 
