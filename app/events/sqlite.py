@@ -73,7 +73,7 @@ class SqliteEventStore:
     ROWS_PER_INSERT = 4000  # 5 parameters each: SQLite allows 32,766 per statement
     # Queued but uncommitted events beyond which append waits for the writer (a disk far slower
     # than the agents); the wait is bounded so a failing disk cannot freeze the server.
-    BACKLOG_MAX = 100_000
+    BACKLOG_MAX = 20_000
     BACKLOG_WAIT = 5.0
     RETRY_DELAY = 1.0
     # The writer waits this long after the first queued entry, so a burst is one transaction.
