@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 
+import anyio
 from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette.sse import SendTimeoutError
@@ -63,14 +65,21 @@ def frames(events: list[StoredEvent], include_raw: bool) -> bytes:
 
 
 async def _follow(
-    log: SessionEventLog, after: int, include_raw: bool, *, stop_at_terminal: bool
+    log: SessionEventLog, after: int, include_raw: bool, *, stop_at_terminal: bool, shutdown: anyio.Event
 ) -> AsyncIterator[bytes]:
     """Batches of frames: the events the reader has not seen yet go out in one write each.
 
     The reader is a cursor on the log (everything is by sequence), so taking it when the stream
-    starts, from ``after``, can miss nothing recorded meanwhile.
+    starts, from ``after``, can miss nothing recorded meanwhile. When the server stops, the stream
+    ends properly (a complete chunked body) rather than being cut.
     """
     sub = log.subscribe(after)
+
+    async def close_on_shutdown() -> None:
+        await shutdown.wait()
+        sub.close()
+
+    watcher = asyncio.ensure_future(close_on_shutdown())
     try:
         while True:
             batch = await sub.next_batch()
@@ -83,6 +92,7 @@ async def _follow(
                         return
             yield frames(batch, include_raw)
     finally:
+        watcher.cancel()
         sub.close()
 
 
@@ -133,10 +143,16 @@ class EventStream(EventSourceResponse):
             _dropped_readers.expect()
 
 
-def _sse(request: Request, stream: AsyncIterator[bytes]) -> EventSourceResponse:
+def _sse(
+    request: Request, log: SessionEventLog, after: int, include_raw: bool, *, stop_at_terminal: bool
+) -> EventSourceResponse:
     settings = deps.settings(request)
+    shutdown = anyio.Event()
+    stream = _follow(log, after, include_raw, stop_at_terminal=stop_at_terminal, shutdown=shutdown)
     return EventStream(
         stream,
+        shutdown_event=shutdown,
+        shutdown_grace_period=1.0,
         headers=SSE_HEADERS,
         sep="\n",
         ping=settings.sse_keepalive,
@@ -156,7 +172,7 @@ async def get_events_sse(session_id: str, request: Request) -> EventSourceRespon
     last_event_id = request.headers.get("last-event-id", "").strip()
     if last_event_id.isascii() and last_event_id.isdigit():
         offset = max(offset, int(last_event_id))
-    return _sse(request, _follow(session.log, offset, include_raw, stop_at_terminal=False))
+    return _sse(request, session.log, offset, include_raw, stop_at_terminal=False)
 
 
 @router.post("/v1/sessions/{session_id}/messages/stream", operation_id="post_message_stream")
@@ -167,4 +183,4 @@ async def post_message_stream(session_id: str, request: Request) -> EventSourceR
     # The cursor is taken before sending: nothing of this turn can be missed, no history is replayed.
     after = session.log.last_sequence
     await accept_message(request, sid)
-    return _sse(request, _follow(session.log, after, include_raw, stop_at_terminal=True))
+    return _sse(request, session.log, after, include_raw, stop_at_terminal=True)

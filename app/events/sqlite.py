@@ -71,8 +71,9 @@ class SqliteEventStore:
     # Most entries one transaction takes; a larger backlog is committed in several.
     BATCH_MAX = 32_768
     ROWS_PER_INSERT = 4000  # 5 parameters each: SQLite allows 32,766 per statement
-    # Queued but uncommitted events beyond which append waits for the writer (a disk far slower
-    # than the agents); the wait is bounded so a failing disk cannot freeze the server.
+    # Queued but uncommitted events beyond which append waits for the writer: this bounds the
+    # memory they hold when the writer cannot keep up (a slow disk, an event loop that leaves it
+    # no time). The wait is bounded, so a failing disk cannot freeze the server.
     BACKLOG_MAX = 20_000
     BACKLOG_WAIT = 5.0
     RETRY_DELAY = 1.0
