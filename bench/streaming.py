@@ -17,13 +17,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import queue
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -33,7 +31,6 @@ from .common import (
     BURST_AGENT,
     MOCK_AGENT,
     ROOT,
-    SSEReader,
     StdioAgent,
     agents_file,
     bridge,
@@ -129,40 +126,33 @@ def burst(runs: int, count: int, agent: str) -> bool:
 
 
 # ---- (b) latency ----------------------------------------------------------------------------------
+async def _latency_samples(url: str, turns: int, warmup: int) -> list[float]:
+    """One event loop for both the POSTs and the SSE reader (no thread handovers in the client)."""
+    samples: list[float] = []
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        (await client.post("/v1/sessions/latency", json={"agent": "mock"})).raise_for_status()
+        async with client.stream("GET", "/v1/sessions/latency/events/sse", params={"offset": 1}) as response:
+            chunks = response.aiter_raw()
+            for index in range(turns + warmup):
+                t0 = time.perf_counter()
+                posted = asyncio.ensure_future(
+                    client.post("/v1/sessions/latency/messages", json={"message": OK_PROMPT})
+                )
+                async for chunk in chunks:
+                    if b'"type":"turn.ended"' in chunk:
+                        break
+                at = time.perf_counter()
+                assert (await posted).status_code == 204
+                if index >= warmup:
+                    samples.append((at - t0) * 1000)
+    return samples
+
+
 def latency(turns: int) -> bool:
-    """POST a trivial message -> its turn.ended seen on an open SSE stream."""
-    print(f"(b) latency: {turns} trivial turns (POST message -> turn.ended on SSE)")
+    """POST a trivial message (the mock's OK prompt) -> its turn.ended seen on an open SSE stream."""
+    print(f"(b) latency: {turns} trivial turns (POST message -> turn.ended on SSE), mock agent")
     with tempfile.TemporaryDirectory() as tmp, bridge(Path(tmp) / "data") as server:
-        client = httpx.Client(base_url=server.url, timeout=30)
-        _session(client, "latency")
-        seen: queue.Queue[tuple[float, str]] = queue.Queue()
-        stop = threading.Event()
-
-        def read() -> None:
-            with httpx.Client(base_url=server.url, timeout=None) as sse_client:
-                with sse_client.stream("GET", "/v1/sessions/latency/events/sse") as response:
-                    for event in SSEReader(response):
-                        seen.put((time.perf_counter(), event["type"]))
-                        if stop.is_set():
-                            return
-
-        thread = threading.Thread(target=read, daemon=True)
-        thread.start()
-        while seen.get(timeout=10)[1] != "session.started":
-            pass
-        samples = []
-        for index in range(turns + 20):
-            t0 = time.perf_counter()
-            response = client.post("/v1/sessions/latency/messages", json={"message": OK_PROMPT})
-            assert response.status_code == 204
-            while True:
-                at, event_type = seen.get(timeout=10)
-                if event_type == "turn.ended":
-                    break
-            if index >= 20:  # warm-up turns are not counted
-                samples.append((at - t0) * 1000)
-        stop.set()
-        client.close()
+        samples = asyncio.run(_latency_samples(server.url, turns, 20))
     p50, p99 = percentile(samples, 50), percentile(samples, 99)
     ok = p50 <= 2.0
     print(
