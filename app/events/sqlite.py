@@ -51,7 +51,7 @@ CREATE TABLE IF NOT EXISTS events (
 """
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=64)
 def _insert_sql(rows: int) -> str:
     return "INSERT INTO events VALUES " + ",".join(["(?,?,?,?,?)"] * rows)
 
@@ -70,7 +70,7 @@ class SqliteEventStore:
     FILENAME = "events.sqlite3"
     # Most entries one transaction takes; a larger backlog is committed in several.
     BATCH_MAX = 32_768
-    ROWS_PER_INSERT = 4000  # 5 parameters each: SQLite allows 32,766 per statement
+    ROWS_PER_INSERT = 1000  # 5 parameters each: SQLite allows 32,766 per statement
     # Queued but uncommitted events beyond which append waits for the writer: this bounds the
     # memory they hold when the writer cannot keep up (a slow disk, an event loop that leaves it
     # no time). The wait is bounded, so a failing disk cannot freeze the server.
@@ -130,8 +130,10 @@ class SqliteEventStore:
         self._reader_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="event-reader")
 
     def _connect(self) -> sqlite3.Connection:
-        # Made here, then used by the writer thread only.
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        # Made here, then used by the writer thread only. No statement cache: a cached statement
+        # keeps a copy of the values last bound to it, and the writer's multi-row INSERTs would
+        # keep megabytes of event text alive that way.
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, cached_statements=0)
         # Events are clustered by (session, sequence); 16 KiB pages keep a typical event (0.3-1 KiB
         # with its raw payload) inside the b-tree page, which makes appends about twice as cheap.
         conn.execute("PRAGMA page_size=16384")
