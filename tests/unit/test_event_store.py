@@ -231,3 +231,46 @@ def test_raw_payload_text_is_kept_as_given() -> None:
     assert listed.raw_json == "[" + message.json_text + "," + message.json_text + "]"
     mixed = log.append(draft(3, raw=[message, {"b": None}]))
     assert json.loads(mixed.raw_json) == [{"jsonrpc": "2.0", "method": "x"}, {"b": None}]
+
+
+@pytest.mark.parametrize(
+    ("session_id", "native", "synthetic", "data"),
+    [
+        ("s1", None, True, {"metadata": None}),
+        (
+            'we"ird/\\id\u2028é',
+            "n\nat\u00ffive",
+            False,
+            {"delta": 'a\r\nb\t"c" \u0001 😀', "n": 1.5, "x": [True, None]},
+        ),
+    ],
+)
+def test_the_written_out_envelope_is_exactly_the_serialised_dict(
+    session_id: str, native: str | None, synthetic: bool, data: dict[str, Any]
+) -> None:
+    from app.translate.envelope import envelope_json, format_time
+
+    ns = 1_795_320_864_667_647_668
+    expected = {
+        "event_id": "evt_7",
+        "sequence": 7,
+        "time": format_time(ns),
+        "session_id": session_id,
+        "native_session_id": native,
+        "synthetic": synthetic,
+        "source": "daemon" if synthetic else "agent",
+        "type": "item.delta",
+        "data": data,
+        "raw": None,
+    }
+    text = envelope_json(
+        sequence=7,
+        time_ns=ns,
+        session_id=session_id,
+        native_session_id=native,
+        synthetic=synthetic,
+        event_type="item.delta",
+        data=data,
+    )
+    assert text == json.dumps(expected, separators=(",", ":"), ensure_ascii=False)
+    assert "\n" not in text and "\r" not in text
