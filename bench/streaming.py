@@ -56,17 +56,37 @@ def _read_burst(response: httpx.Response, count: int, t0: float) -> tuple[bytes,
     """Collects the SSE body until ``count`` deltas and the turn's end have arrived; parsing waits
     until the clock has stopped, so the reader costs the machine as little as possible."""
     body = bytearray()
-    deltas = 0
+    deltas = Counter(b'"type":"item.delta"')
+    ended = Counter(b'"type":"turn.ended"')
     t_last = t0
     for chunk in response.iter_raw():
         body += chunk
-        if deltas < count:
-            deltas += chunk.count(b'"type":"item.delta"')
-            if deltas >= count:
-                t_last = time.perf_counter()
-        if b'"type":"turn.ended"' in chunk:
+        if deltas.total < count and deltas.feed(body) >= count:
+            t_last = time.perf_counter()
+        if ended.feed(body):
             return bytes(body), t_last
     raise AssertionError("stream ended early")
+
+
+class Counter:
+    """Counts a marker in a growing buffer, also where it straddles two network reads."""
+
+    def __init__(self, marker: bytes) -> None:
+        self.marker = marker
+        self.total = 0
+        self._pos = 0
+
+    def feed(self, buffer: bytes | bytearray) -> int:
+        self.total += buffer.count(self.marker, self._pos)
+        # Whatever starts before this point was complete and is counted.
+        self._pos = max(self._pos, len(buffer) - len(self.marker) + 1)
+        return self.total
+
+    def drop_counted(self, buffer: bytearray) -> None:
+        """Free what is counted, keeping the bytes a marker could still straddle."""
+        keep = len(self.marker) - 1
+        del buffer[: max(0, len(buffer) - keep)]
+        self._pos = 0
 
 
 def _check_burst(body: bytes, after: int, count: int) -> tuple[int, bool]:
@@ -133,14 +153,18 @@ async def _latency_samples(url: str, turns: int, warmup: int) -> list[float]:
         (await client.post("/v1/sessions/latency", json={"agent": "mock"})).raise_for_status()
         async with client.stream("GET", "/v1/sessions/latency/events/sse", params={"offset": 1}) as response:
             chunks = response.aiter_raw()
+            ended = Counter(b'"type":"turn.ended"')
+            body = bytearray()
             for index in range(turns + warmup):
                 t0 = time.perf_counter()
                 posted = asyncio.ensure_future(
                     client.post("/v1/sessions/latency/messages", json={"message": OK_PROMPT})
                 )
                 async for chunk in chunks:
-                    if b'"type":"turn.ended"' in chunk:
+                    body += chunk
+                    if ended.feed(body) > index:
                         break
+                ended.drop_counted(body)
                 at = time.perf_counter()
                 assert (await posted).status_code == 204
                 if index >= warmup:
@@ -311,11 +335,15 @@ def growth(count: int, per_burst: int) -> bool:
         t0 = time.perf_counter()
         with client.stream("GET", "/v1/sessions/growth/events/sse", params={"offset": after}) as response:
             chunks = response.iter_raw()
+            ended = Counter(b'"type":"turn.ended"')
+            body = bytearray()
             for index in range(count // per_burst):
                 client.post("/v1/sessions/growth/messages", json={"message": f"burst {per_burst}"}).raise_for_status()
                 for chunk in chunks:
-                    if b'"type":"turn.ended"' in chunk:
+                    body += chunk
+                    if ended.feed(body) > index:
                         break
+                ended.drop_counted(body)
                 samples.append(server.rss_kib() / 1024)
                 if (index + 1) % max(1, count // per_burst // 10) == 0:
                     total = _last_sequence_cheap(client, "growth")
