@@ -4,8 +4,10 @@ across a restart. Real bridge processes on 127.0.0.1, real agent processes (mock
 from __future__ import annotations
 
 import json
+import os
 import select
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -18,6 +20,7 @@ import pytest
 
 from tests.support import (
     PROBES,
+    ROOT,
     Bridge,
     create_session,
     events,
@@ -574,3 +577,20 @@ def test_long_pages_follow_the_legacy_rules(sclient: httpx.Client) -> None:
     assert len(exact["events"]) == 4500 and exact["hasMore"] is False
     raw = sclient.get("/v1/sessions/st-page/events", params={"offset": 0, "include_raw": "true"}).json()
     assert raw["events"][-2]["raw"] is not None and len(raw["events"]) == last
+
+
+def test_a_data_dir_in_use_or_unusable_is_a_one_line_error(sbridge: Bridge, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for data_dir, message in ((sbridge.data_dir, "is in use by another"), (tmp_path / "file", "cannot")):
+        if data_dir.name == "file":
+            data_dir.write_text("not a directory")
+        result = subprocess.run(
+            [sys.executable, "-m", "app", "server", "--port", "1", "--data-dir", str(data_dir)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert result.returncode == 1
+        assert result.stderr.startswith("acp-rest-bridge: ") and message in result.stderr
+        assert "Traceback" not in result.stderr
