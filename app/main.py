@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 from collections.abc import AsyncIterator, Sequence
@@ -16,7 +17,8 @@ from starlette.responses import PlainTextResponse
 from app.agents.registry import AgentRegistry, AgentsFileError
 from app.api import agents, errors, events, fs, health, permissions, questions, sessions
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware, CORSMiddleware, EncodedPathMiddleware
-from app.events.store import EventStore, MemoryEventStore
+from app.events.sqlite import SqliteEventStore, StoreError
+from app.events.store import EventStore
 from app.sessions.manager import SessionManager
 from app.settings import Settings
 
@@ -33,7 +35,8 @@ ROUTERS = [
 
 
 def open_store(settings: Settings) -> EventStore:
-    return MemoryEventStore()
+    """The durable event store in the data dir; it touches the disk only when the server starts."""
+    return SqliteEventStore(settings.resolved_data_dir())
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -45,11 +48,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store.open()
         try:
+            manager.restore()
+            # What is loaded by now (the ACP SDK's schema models: ~80,000 objects) lives as long as
+            # the server; keeping it out of the collector makes every full collection during an
+            # agent's burst that much cheaper.
+            gc.collect()
+            gc.freeze()
             yield
         finally:
             await manager.shutdown()
-            store.close()
+            store.close()  # commits every event still queued
 
     app = FastAPI(
         title="acp-rest-bridge",
@@ -143,7 +153,8 @@ def cli(argv: Sequence[str] | None = None) -> None:
         )
     try:
         app = create_app(settings)
-    except AgentsFileError as exc:
+        app.state.store.open()  # here, so a locked or unusable data dir is a one-line error
+    except (AgentsFileError, StoreError) as exc:
         sys.exit(f"acp-rest-bridge: {exc}")
     import uvicorn
 

@@ -45,6 +45,8 @@ class Settings(BaseSettings):
     # Directories /v1/fs and the agents' fs/* requests are confined to (symlinks resolved); empty:
     # no confinement, as legacy. Env: a JSON list or `:`-separated paths.
     fs_roots: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Newest events of each session kept in memory (besides those not yet written to disk).
+    event_tail: int = 4096
 
     # SSE comment keep-alive interval, seconds (0 disables).
     sse_keepalive: float = 15.0

@@ -10,6 +10,7 @@ Raw messages are kept that way too (the typed layer drops unknown variants and f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -57,21 +58,61 @@ class AgentObserver(Protocol):
         """Answer an agent->client request; raise ``RequestError`` to answer an error."""
 
 
+class WireMessage(dict[str, Any]):
+    """A JSON-RPC message from the agent with the JSON text it arrived as (``json_text``).
+
+    The event log keeps that text as the raw payload of the events made from the message, instead
+    of serialising the dict again for every event (the hot path of a streaming agent).
+    """
+
+    __slots__ = ("json_text",)
+
+
 class ObservedTransport(NdjsonTransport):
     def __init__(self, reader: asyncio.StreamReader, sender: MessageSender, observer: AgentObserver) -> None:
         super().__init__(reader, sender)
         self._observer = observer
         self._batch: deque[dict[str, Any]] = deque()
+        self._lines: deque[bytes] = deque()
+        self._partial: list[bytes] = []
         self.eof = asyncio.Event()
         # Wire transcript, when enabled: written before the message is handled or sent.
         self.transcript: TranscriptWriter | None = None
 
+    async def _next_line(self) -> bytes | None:
+        """The next stdout line (without its newline); None at EOF. Reads whatever the pipe holds
+        and splits it at once: a burst of notifications costs one await per read, not per line."""
+        while not self._lines:
+            chunk = await self._reader.read(1 << 16)
+            if not chunk:
+                if self._partial:
+                    line = b"".join(self._partial)
+                    self._partial.clear()
+                    return line
+                return None
+            lines = chunk.split(b"\n")
+            if len(lines) == 1:
+                self._partial.append(chunk)  # part of a long line
+                continue
+            if self._partial:
+                self._partial.append(lines[0])
+                lines[0] = b"".join(self._partial)
+                self._partial.clear()
+            last = lines.pop()
+            if last:
+                self._partial.append(last)
+            self._lines.extend(lines)
+        return self._lines.popleft()
+
     async def receive(self) -> dict[str, Any] | None:
         while True:
             if self._batch:
-                return self._deliver(self._batch.popleft())
-            line = await self._read_line()
-            if not line:
+                message = self._batch.popleft()
+                if self._deliver(message):
+                    return message
+                continue
+            line = await self._next_line()
+            if line is None:
                 self.eof.set()
                 return None
             line = line.strip()
@@ -92,13 +133,21 @@ class ObservedTransport(NdjsonTransport):
             if not isinstance(message, dict):
                 self._observer.on_unparsed_line(line, "JSON-RPC message is not an object")
                 continue
-            return self._deliver(message)
+            message = WireMessage(message)
+            # A CR (legal JSON whitespace) would end an SSE line: such a message is serialised anew.
+            if b"\r" not in line:
+                with contextlib.suppress(UnicodeDecodeError):
+                    message.json_text = line.decode("utf-8")
+            if self._deliver(message):
+                return message
 
-    def _deliver(self, message: dict[str, Any]) -> dict[str, Any]:
+    def _deliver(self, message: dict[str, Any]) -> bool:
+        """Hand the message to the observer; True if the SDK needs it too. Notifications are the
+        observer's alone (the SDK would only spawn a task per notification to call a no-op)."""
         if self.transcript is not None:
             self.transcript.write(AGENT_TO_CLIENT, message)
         self._observer.on_incoming(message)
-        return message
+        return "id" in message or "method" not in message
 
     async def send(self, message: dict[str, Any]) -> None:
         if self.transcript is not None:

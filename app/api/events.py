@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 
+import anyio
 from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
-from starlette.responses import Response
+from sse_starlette.sse import SendTimeoutError
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
-from app.events.log import Subscription
+from app.events.log import SessionEventLog, StoredEvent
 from app.legacy.models import EventsResponse
 from app.translate.drafts import TERMINAL_TYPES
 
@@ -17,6 +22,7 @@ from .parsing import Query, path_param
 from .sessions import accept_message
 
 router = APIRouter()
+log = logging.getLogger("acp_rest_bridge.sse")
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -27,29 +33,66 @@ async def get_events(session_id: str, request: Request) -> Response:
     offset = query.integer("offset") or 0
     limit = query.integer("limit")
     include_raw = query.include_raw()
-    session = deps.manager(request).get(path_param(session_id))
-    events, has_more = session.log.page(offset, limit)
-    body = (
-        '{"events":['
-        + ",".join(e.render(include_raw) for e in events)
-        + '],"hasMore":'
-        + ("true" if has_more else "false")
-        + "}"
-    )
-    return Response(body, media_type="application/json")
+    log = deps.manager(request).get(path_param(session_id)).log
+    if (limit is None or limit > log.PAGE_BATCH) and log.last_sequence - offset > log.PAGE_BATCH:
+        # A long page is written as it is read, so memory stays flat whatever its length.
+        return StreamingResponse(_page_body(log, offset, limit, include_raw), media_type="application/json")
+    events, has_more = await log.page(offset, limit)
+    body = '{"events":[' + ",".join(e.render(include_raw) for e in events) + '],"hasMore":'
+    return Response(body + ("true}" if has_more else "false}"), media_type="application/json")
 
 
-def _frame(event_json: str, sequence: int) -> ServerSentEvent:
-    return ServerSentEvent(data=event_json, id=str(sequence), sep="\n")
+async def _page_body(log: SessionEventLog, offset: int, limit: int | None, include_raw: bool) -> AsyncIterator[str]:
+    yield '{"events":['
+    sent = 0
+    has_more = False
+    async for batch in log.page_batches(offset, limit):
+        if limit is not None and sent + len(batch) > limit:
+            batch = batch[: limit - sent]
+            has_more = True
+        if batch:
+            yield ("," if sent else "") + ",".join(e.render(include_raw) for e in batch)
+            sent += len(batch)
+    yield '],"hasMore":' + ("true}" if has_more else "false}")
 
 
-async def _follow(sub: Subscription, include_raw: bool, *, stop_at_terminal: bool) -> AsyncIterator[ServerSentEvent]:
+def frames(events: list[StoredEvent], include_raw: bool) -> bytes:
+    """SSE frames ``id: <sequence>`` + ``data: <compact JSON>``; legacy parsers keep only the data
+    line, and the JSON never holds a raw newline (JSON escapes them), so one data line suffices."""
+    if not include_raw:
+        return b"".join([e.frame for e in events])
+    return "".join([f"id: {e.sequence}\ndata: {e.render(True)}\n\n" for e in events]).encode()
+
+
+async def _follow(
+    log: SessionEventLog, after: int, include_raw: bool, *, stop_at_terminal: bool, shutdown: anyio.Event
+) -> AsyncIterator[bytes]:
+    """Batches of frames: the events the reader has not seen yet go out in one write each.
+
+    The reader is a cursor on the log (everything is by sequence), so taking it when the stream
+    starts, from ``after``, can miss nothing recorded meanwhile. When the server stops, the stream
+    ends properly (a complete chunked body) rather than being cut.
+    """
+    sub = log.subscribe(after)
+
+    async def close_on_shutdown() -> None:
+        await shutdown.wait()
+        sub.close()
+
+    watcher = asyncio.ensure_future(close_on_shutdown())
     try:
-        async for event in sub:
-            yield _frame(event.render(include_raw), event.sequence)
-            if stop_at_terminal and event.type in TERMINAL_TYPES:
+        while True:
+            batch = await sub.next_batch()
+            if not batch:
                 return
+            if stop_at_terminal:
+                for index, event in enumerate(batch):
+                    if event.type in TERMINAL_TYPES:
+                        yield frames(batch[: index + 1], include_raw)
+                        return
+            yield frames(batch, include_raw)
     finally:
+        watcher.cancel()
         sub.close()
 
 
@@ -57,13 +100,62 @@ def _keepalive() -> ServerSentEvent:
     return ServerSentEvent(comment="keep-alive", sep="\n")
 
 
-def _sse(request: Request, stream: AsyncIterator[ServerSentEvent]) -> EventSourceResponse:
+class _DroppedReaders(logging.Filter):
+    """uvicorn reports a response that ends unfinished as an ERROR; for a reader dropped on purpose
+    the bridge's own warning says what happened, so that one line is left out."""
+
+    MESSAGE = "ASGI callable returned without completing response."
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.expected = 0
+
+    def expect(self) -> None:
+        logger = logging.getLogger("uvicorn.error")
+        if self not in logger.filters:
+            logger.addFilter(self)
+        self.expected += 1
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.expected and record.getMessage() == self.MESSAGE:
+            self.expected -= 1
+            return False
+        return True
+
+
+_dropped_readers = _DroppedReaders()
+
+
+class EventStream(EventSourceResponse):
+    """sse-starlette's response; a reader that accepts nothing for the send timeout is dropped."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except SendTimeoutError:
+            # Returning unfinished makes the server close the connection.
+            client = scope.get("client")
+            log.warning(
+                "SSE reader %s dropped: it accepted no data for %ss",
+                f"{client[0]}:{client[1]}" if client else "",
+                self.send_timeout,
+            )
+            _dropped_readers.expect()
+
+
+def _sse(
+    request: Request, log: SessionEventLog, after: int, include_raw: bool, *, stop_at_terminal: bool
+) -> EventSourceResponse:
     settings = deps.settings(request)
-    return EventSourceResponse(
+    shutdown = anyio.Event()
+    stream = _follow(log, after, include_raw, stop_at_terminal=stop_at_terminal, shutdown=shutdown)
+    return EventStream(
         stream,
+        shutdown_event=shutdown,
+        shutdown_grace_period=1.0,
         headers=SSE_HEADERS,
         sep="\n",
-        ping=settings.sse_keepalive or None,
+        ping=settings.sse_keepalive,
         ping_message_factory=_keepalive,
         send_timeout=settings.sse_send_timeout or None,
     )
@@ -76,11 +168,11 @@ async def get_events_sse(session_id: str, request: Request) -> EventSourceRespon
     query.integer("limit")  # accepted and ignored, as legacy
     include_raw = query.include_raw()
     session = deps.manager(request).get(path_param(session_id))
+    # Improvement over legacy (which ignored it): EventSource reconnects resume after the last id.
     last_event_id = request.headers.get("last-event-id", "").strip()
-    if last_event_id.isdigit():
+    if last_event_id.isascii() and last_event_id.isdigit():
         offset = max(offset, int(last_event_id))
-    sub = session.log.subscribe(offset)
-    return _sse(request, _follow(sub, include_raw, stop_at_terminal=False))
+    return _sse(request, session.log, offset, include_raw, stop_at_terminal=False)
 
 
 @router.post("/v1/sessions/{session_id}/messages/stream", operation_id="post_message_stream")
@@ -88,11 +180,7 @@ async def post_message_stream(session_id: str, request: Request) -> EventSourceR
     include_raw = Query(request).include_raw()
     sid = path_param(session_id)
     session = deps.manager(request).get(sid)
-    # Subscribe before sending: nothing of this turn can be missed, and no history is replayed.
-    sub = session.log.subscribe(session.log.last_sequence)
-    try:
-        await accept_message(request, sid)
-    except BaseException:
-        sub.close()
-        raise
-    return _sse(request, _follow(sub, include_raw, stop_at_terminal=True))
+    # The cursor is taken before sending: nothing of this turn can be missed, no history is replayed.
+    after = session.log.last_sequence
+    await accept_message(request, sid)
+    return _sse(request, session.log, after, include_raw, stop_at_terminal=True)

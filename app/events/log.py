@@ -1,100 +1,153 @@
 """Per-session event log: sequence numbers, storage, reads, and live fan-out.
 
-The log is the source of truth. Appends are synchronous (no await), so events keep the order in
-which the bridge saw the ACP messages. Readers subscribe with an offset; a subscription replays
-from the store and then follows live events. A reader that falls behind is never skipped: its
-bounded queue overflows into "catching up", and it reads the store again until it has caught up.
+The store (SQLite in the data dir) is the source of truth. ``append`` is synchronous (no await), so
+events keep the order in which the bridge saw the ACP messages; it hands the event to the store,
+whose writer thread commits it shortly after, and keeps it in a bounded in-memory *tail*: the
+newest events, always including every event the store has not committed yet. Reads look at the
+tail first and ask the store only for what is older than the tail.
+
+Readers are cursors (``Subscription``): the last sequence they have. A reader's queue is the part of
+the tail after its cursor, so it is bounded by the tail and costs no copy; ``append`` only wakes the
+readers that are waiting. A reader that falls further behind than the tail is never skipped and
+holds nothing back: it reads from the store until it is inside the tail again, then follows live.
+Everything is by sequence, so replay and live can have no gap and no duplicate.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from bisect import bisect_right
+from collections.abc import AsyncIterator, Callable
+from operator import attrgetter
+from typing import Any
 
 from app.translate.drafts import EventDraft
 from app.translate.envelope import dumps, envelope_json, now_ns, with_raw
 
 from .store import EventStore
 
+_UNSET: Any = object()
 
-@dataclass(slots=True, frozen=True)
+
 class StoredEvent:
-    session_id: str
-    sequence: int
-    type: str
-    json: str  # the envelope, "raw":null last
-    raw_json: str | None
+    """One event of the log: its envelope as compact JSON (``"raw":null`` last) and its raw ACP
+    payload as JSON, serialised on first use (by the store's writer, off the agent's path)."""
+
+    __slots__ = ("_frame", "_raw", "_raw_json", "json", "sequence", "session_id", "time_ns", "type")
+
+    def __init__(
+        self,
+        session_id: str,
+        sequence: int,
+        type: str,
+        json: str,
+        raw_json: str | None = None,
+        time_ns: int = 0,
+        *,
+        raw: Any = _UNSET,
+    ) -> None:
+        self.session_id = session_id
+        self.sequence = sequence
+        self.type = type
+        self.json = json
+        self.time_ns = time_ns
+        self._raw = raw
+        self._raw_json = raw_json if raw is _UNSET else _UNSET
+        self._frame: bytes | None = None
+
+    @property
+    def raw_json(self) -> str | None:
+        value = self._raw_json
+        if value is _UNSET:
+            raw = self._raw
+            # Two threads may get here at once: both compute the same string.
+            value = self._raw_json = None if raw is None else raw_to_json(raw)
+            self._raw = None
+        return value  # type: ignore[no-any-return]
 
     def render(self, include_raw: bool) -> str:
         return with_raw(self.json, self.raw_json) if include_raw else self.json
 
+    @property
+    def frame(self) -> bytes:
+        """The SSE frame (without raw): made once, shared by every reader of the session."""
+        frame = self._frame
+        if frame is None:
+            frame = self._frame = f"id: {self.sequence}\ndata: {self.json}\n\n".encode()
+        return frame
+
+    def __repr__(self) -> str:
+        return f"StoredEvent({self.session_id!r}, {self.sequence}, {self.type!r})"
+
+
+def raw_to_json(raw: Any) -> str:
+    """JSON of a raw payload: a message's own text when the connection kept it (``json_text``),
+    also for the list of chunk messages a completed item carries."""
+    text = getattr(raw, "json_text", None)
+    if text is not None:
+        return text  # type: ignore[no-any-return]
+    if isinstance(raw, list) and raw:
+        texts = [getattr(entry, "json_text", None) for entry in raw]
+        if None not in texts:
+            return "[" + ",".join(texts) + "]"  # type: ignore[arg-type]
+    return dumps(raw)
+
+
+_sequence = attrgetter("sequence")
+
 
 class Subscription:
-    """One reader's view of a session log: backlog after ``after``, then live events, in order."""
+    """One reader's cursor on a session log: events after ``last``, backlog then live, in order."""
 
-    CATCH_UP_BATCH = 512
+    BATCH = 512
 
-    def __init__(self, log: SessionEventLog, after: int, queue_size: int) -> None:
+    def __init__(self, log: SessionEventLog, after: int) -> None:
         self._log = log
         self.last = after
-        self._queue: deque[StoredEvent] = deque()
-        self._queue_size = queue_size
-        # Start by reading the store: that is the replay, and it is also how a lagging reader catches up.
-        self._catching_up = True
-        self._wakeup = asyncio.Event()
         self.closed = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._pending: list[StoredEvent] = []
+        self._pending_at = 0
 
-    def _push(self, event: StoredEvent) -> None:
-        if self._catching_up or self.closed:
-            return
-        if len(self._queue) >= self._queue_size:
-            # Too far behind for the live queue: drop it and read the store from self.last instead.
-            self._queue.clear()
-            self._catching_up = True
-        else:
-            self._queue.append(event)
-        self._wakeup.set()
-
-    def _wake(self) -> None:
-        self._wakeup.set()
-
-    def next_nowait(self) -> StoredEvent | None:
-        """The next event if one is available without waiting."""
-        while True:
-            if self._queue:
-                event = self._queue.popleft()
-                if event.sequence <= self.last:
-                    continue
-                self.last = event.sequence
-                return event
-            if not self._catching_up:
-                return None
-            batch = self._log.read_after(self.last, self.CATCH_UP_BATCH)
+    async def next_batch(self, limit: int = BATCH) -> list[StoredEvent]:
+        """The next events after the cursor (at least one); waits for them. [] once closed."""
+        if self._pending_at < len(self._pending):  # left over from next()
+            batch = self._pending[self._pending_at : self._pending_at + limit]
+            self._pending_at += len(batch)
+            return batch
+        while not self.closed:
+            batch = await self._log.read_after_async(self.last, limit)
             if batch:
-                self._queue.extend(batch)
-                continue
-            # Nothing more in the store: live events from here on. No await happened since the read,
-            # so no event can fall between the store and the live queue.
-            self._catching_up = False
-            return None
+                self.last = batch[-1].sequence
+                return batch
+            if self.closed:
+                break
+            # Nothing after the cursor, decided without a suspension since the last read: any later
+            # event comes through append, which resolves this future.
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            self._log._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+                if waiter.cancelled():  # the reader went away: leave no dead future on an idle log
+                    self._log._discard_waiter(waiter)
+        return []
 
     async def next(self, timeout: float | None = None) -> StoredEvent | None:
-        """Wait for the next event; None on timeout or when the subscription is closed."""
-        while not self.closed:
-            event = self.next_nowait()
-            if event is not None:
-                return event
-            self._wakeup.clear()
+        """The next event; None on timeout or once closed."""
+        if self._pending_at >= len(self._pending):
             try:
-                if timeout is None:
-                    await self._wakeup.wait()
-                else:
-                    await asyncio.wait_for(self._wakeup.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    self._pending = await self.next_batch()
             except TimeoutError:
                 return None
-        return None
+            self._pending_at = 0
+            if not self._pending:
+                return None
+        event = self._pending[self._pending_at]
+        self._pending_at += 1
+        return event
 
     def __aiter__(self) -> Subscription:
         return self
@@ -109,7 +162,8 @@ class Subscription:
         if not self.closed:
             self.closed = True
             self._log._subscribers.discard(self)
-            self._wakeup.set()
+            if self._waiter is not None and not self._waiter.done():
+                self._waiter.set_result(None)
 
     def __enter__(self) -> Subscription:
         return self
@@ -119,61 +173,157 @@ class Subscription:
 
 
 class SessionEventLog:
+    PAGE_BATCH = 4096
+
     def __init__(
         self,
         session_id: str,
         store: EventStore,
         *,
-        queue_size: int = 1024,
+        tail_size: int = 4096,
         on_append: Callable[[StoredEvent], None] | None = None,
     ) -> None:
         self.session_id = session_id
         self.native_session_id: str | None = None
         self._store = store
-        self._queue_size = queue_size
+        stats = store.stats(session_id)
+        self.last_sequence = stats.last_sequence
+        self.count = stats.count
+        self.updated_ns = stats.updated_ns
+        self._tail: list[StoredEvent] = []
+        self._tail_size = max(tail_size, 1)
+        # Trimming is amortised: it runs when the tail has grown by this much.
+        self._slack = max(self._tail_size // 4, 64)
+        self._trim_at = self._tail_size + self._slack
+        self._waiters: list[asyncio.Future[None]] = []
         self._subscribers: set[Subscription] = set()
         self._on_append = on_append
-        self.last_sequence = store.last_sequence(session_id)
-        self.count = store.count(session_id)
-        self.updated_ns = 0
 
+    # ---- writing -------------------------------------------------------------------------------
     def append(self, draft: EventDraft) -> StoredEvent:
-        """Give the draft its sequence, store it and hand it to every live reader. Never awaits."""
-        self.last_sequence += 1
+        """Give the draft its sequence, store it and wake the waiting readers. Never awaits."""
+        sequence = self.last_sequence = self.last_sequence + 1
         ns = now_ns()
-        native = draft.native_session_id or self.native_session_id
         event_json = envelope_json(
-            sequence=self.last_sequence,
+            sequence=sequence,
             time_ns=ns,
             session_id=self.session_id,
-            native_session_id=native,
+            native_session_id=draft.native_session_id or self.native_session_id,
             synthetic=draft.synthetic,
             event_type=draft.type,
             data=draft.data,
         )
-        raw_json = None if draft.raw is None else dumps(draft.raw)
-        event = StoredEvent(self.session_id, self.last_sequence, draft.type, event_json, raw_json)
+        raw = draft.raw
+        if raw is None:
+            event = StoredEvent(self.session_id, sequence, draft.type, event_json, None, ns)
+        else:
+            # The agent's own JSON text when the connection kept it; else serialised on first use.
+            text = getattr(raw, "json_text", None)
+            if text is not None:
+                event = StoredEvent(self.session_id, sequence, draft.type, event_json, text, ns)
+            else:
+                event = StoredEvent(self.session_id, sequence, draft.type, event_json, None, ns, raw=raw)
         self._store.append(event)
+        tail = self._tail
+        tail.append(event)
+        if len(tail) >= self._trim_at:
+            self._trim()
         self.count += 1
         self.updated_ns = ns
-        for sub in tuple(self._subscribers):
-            sub._push(event)
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
         if self._on_append is not None:
             self._on_append(event)
         return event
 
-    def read_after(self, after: int, limit: int | None) -> list[StoredEvent]:
-        return self._store.read(self.session_id, after, limit)
+    def _discard_waiter(self, waiter: asyncio.Future[None]) -> None:
+        try:
+            self._waiters.remove(waiter)
+        except ValueError:
+            pass
 
-    def page(self, offset: int, limit: int | None) -> tuple[list[StoredEvent], bool]:
+    def _trim(self) -> None:
+        """Drop the oldest committed events beyond the tail size (never an uncommitted one)."""
+        tail = self._tail
+        committed = bisect_right(tail, self._store.flushed_sequence(self.session_id), key=_sequence)
+        drop = min(committed, len(tail) - self._tail_size)
+        if drop > 0:
+            del tail[:drop]
+        self._trim_at = len(tail) + self._slack
+
+    # ---- reading -------------------------------------------------------------------------------
+    def _from_tail(self, after: int, limit: int | None) -> list[StoredEvent] | None:
+        """Events after ``after`` if the tail holds all of them; None when the store is needed."""
+        tail = self._tail
+        if not tail:
+            return [] if after >= self.last_sequence else None
+        if after < tail[0].sequence - 1:
+            return None
+        start = bisect_right(tail, after, key=_sequence)
+        return tail[start:] if limit is None else tail[start : start + limit]
+
+    def read_after(self, after: int, limit: int | None) -> list[StoredEvent]:
+        """Events with sequence > after, oldest first (blocking read of the store if needed)."""
+        events = self._from_tail(after, limit)
+        if events is not None:
+            return events
+        before = self._tail[0].sequence if self._tail else None
+        events = self._store.read(self.session_id, after, limit, before)
+        if before is not None and (limit is None or len(events) < limit):
+            more = self._from_tail(before - 1, None if limit is None else limit - len(events))
+            events = events + (more or [])
+        return events
+
+    async def read_after_async(self, after: int, limit: int | None) -> list[StoredEvent]:
+        """Like ``read_after`` but the store is read off the event loop. Returns [] only when
+        nothing after ``after`` exists, and decides that without suspending."""
+        while True:
+            events = self._from_tail(after, limit)
+            if events is not None:
+                return events
+            before = self._tail[0].sequence if self._tail else None
+            events = await self._store.read_async(self.session_id, after, limit, before)
+            if events:
+                return events
+            if before is None:
+                # Neither the store nor the tail has more (a gap at the end of a restored log).
+                after = max(after, self.last_sequence)
+            else:
+                after = max(after, before - 1)  # nothing below the tail: continue inside it
+
+    async def page_batches(self, offset: int, limit: int | None) -> AsyncIterator[list[StoredEvent]]:
+        """The events of a legacy GET /events page in batches: sequence > offset, at most
+        ``limit + 1`` of them (the one past the limit only tells that there is more)."""
+        wanted = None if limit is None else limit + 1
+        end = self.last_sequence  # events recorded while the page is read belong to the next one
+        after = offset
+        count = 0
+        while after < end and (wanted is None or count < wanted):
+            batch = await self.read_after_async(after, self.PAGE_BATCH if wanted is None else wanted - count)
+            if batch and batch[-1].sequence > end:
+                batch = [e for e in batch if e.sequence <= end]
+            if not batch:
+                break
+            count += len(batch)
+            after = batch[-1].sequence
+            yield batch
+
+    async def page(self, offset: int, limit: int | None) -> tuple[list[StoredEvent], bool]:
         """Legacy GET /events: events with sequence > offset; hasMore only when limit cut the list."""
+        events = [event async for batch in self.page_batches(offset, limit) for event in batch]
         if limit is None:
-            return self.read_after(offset, None), False
-        events = self.read_after(offset, limit + 1)
+            return events, False
         return events[:limit], len(events) > limit
 
+    def save_record(self, record: dict[str, Any]) -> None:
+        """Keep the session's record (SessionInfo and config) with its events."""
+        self._store.save_session(self.session_id, record)
+
     def subscribe(self, after: int) -> Subscription:
-        sub = Subscription(self, after, self._queue_size)
+        sub = Subscription(self, after)
         self._subscribers.add(sub)
         return sub
 
@@ -184,3 +334,7 @@ class SessionEventLog:
     @property
     def subscriber_count(self) -> int:
         return len(self._subscribers)
+
+    @property
+    def tail_length(self) -> int:
+        return len(self._tail)

@@ -1,24 +1,58 @@
-"""Event storage backends. The session log talks to this interface only."""
+"""Event storage backends. The session log talks to this interface only.
+
+A store keeps every event once, with its sequence, plus one record per session (what a restarted
+server needs to list it again). ``append`` may be asynchronous underneath (the SQLite store writes
+in batches from a thread); ``flushed_sequence`` tells the log up to where ``read`` can answer, so
+the log keeps everything newer in its in-memory tail.
+"""
 
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .log import StoredEvent
 
 
+@dataclass(slots=True, frozen=True)
+class LogStats:
+    """What a log needs to continue an existing session: counters of the stored events."""
+
+    count: int = 0
+    last_sequence: int = 0
+    updated_ns: int = 0
+
+
 class EventStore(Protocol):
-    def append(self, event: StoredEvent) -> None: ...
+    def open(self) -> None:
+        """Acquire the storage (files, writer thread). Called once, before any other method."""
 
-    def read(self, session_id: str, after: int, limit: int | None) -> list[StoredEvent]: ...
+    def append(self, event: StoredEvent) -> None:
+        """Take the event; it is readable through ``read`` once ``flushed_sequence`` reaches it."""
 
-    def last_sequence(self, session_id: str) -> int: ...
+    def flushed_sequence(self, session_id: str) -> int:
+        """Every appended event of the session up to this sequence is readable through ``read``."""
 
-    def count(self, session_id: str) -> int: ...
+    def read(self, session_id: str, after: int, limit: int | None, before: int | None = None) -> list[StoredEvent]:
+        """Flushed events with ``after < sequence < before``, oldest first, at most ``limit``."""
 
-    def close(self) -> None: ...
+    async def read_async(
+        self, session_id: str, after: int, limit: int | None, before: int | None = None
+    ) -> list[StoredEvent]:
+        """``read`` without blocking the event loop."""
+
+    def stats(self, session_id: str) -> LogStats: ...
+
+    def save_session(self, session_id: str, record: dict[str, Any]) -> None:
+        """Keep (replace) the session's record."""
+
+    def load_sessions(self) -> list[dict[str, Any]]:
+        """Every saved session record, oldest first."""
+
+    def close(self) -> None:
+        """Write out everything taken and release the storage."""
 
 
 class MemoryEventStore:
@@ -27,23 +61,44 @@ class MemoryEventStore:
     def __init__(self) -> None:
         self._events: dict[str, list[StoredEvent]] = {}
         self._seqs: dict[str, list[int]] = {}
+        self._sessions: dict[str, dict[str, Any]] = {}
+
+    def open(self) -> None:
+        pass
 
     def append(self, event: StoredEvent) -> None:
         self._events.setdefault(event.session_id, []).append(event)
         self._seqs.setdefault(event.session_id, []).append(event.sequence)
 
-    def read(self, session_id: str, after: int, limit: int | None) -> list[StoredEvent]:
-        events = self._events.get(session_id, [])
-        start = bisect.bisect_right(self._seqs.get(session_id, []), after)
-        end = len(events) if limit is None else start + limit
-        return events[start:end]
-
-    def last_sequence(self, session_id: str) -> int:
+    def flushed_sequence(self, session_id: str) -> int:
         seqs = self._seqs.get(session_id)
         return seqs[-1] if seqs else 0
 
-    def count(self, session_id: str) -> int:
-        return len(self._events.get(session_id, []))
+    def read(self, session_id: str, after: int, limit: int | None, before: int | None = None) -> list[StoredEvent]:
+        events = self._events.get(session_id, [])
+        seqs = self._seqs.get(session_id, [])
+        start = bisect.bisect_right(seqs, after)
+        end = len(events) if before is None else bisect.bisect_left(seqs, before)
+        if limit is not None:
+            end = min(end, start + limit)
+        return events[start:end]
+
+    async def read_async(
+        self, session_id: str, after: int, limit: int | None, before: int | None = None
+    ) -> list[StoredEvent]:
+        return self.read(session_id, after, limit, before)
+
+    def stats(self, session_id: str) -> LogStats:
+        events = self._events.get(session_id)
+        if not events:
+            return LogStats()
+        return LogStats(len(events), events[-1].sequence, 0)
+
+    def save_session(self, session_id: str, record: dict[str, Any]) -> None:
+        self._sessions[session_id] = record
+
+    def load_sessions(self) -> list[dict[str, Any]]:
+        return list(self._sessions.values())
 
     def close(self) -> None:
         pass

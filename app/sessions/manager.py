@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import os
 from typing import Any
 
+from app.acp.process import ExitInfo
 from app.agents.registry import LEGACY_MODELS, AgentRegistry, AgentSpec
 from app.errors import (
     AgentNotInstalled,
@@ -13,14 +16,17 @@ from app.errors import (
     ModeNotSupported,
     SessionAlreadyExists,
     SessionNotFound,
+    UnsupportedAgent,
 )
 from app.events.log import SessionEventLog
 from app.events.store import EventStore
 from app.settings import Settings
 
 from . import services
-from .session import Session, SessionConfig
+from .session import END_HOOKS, Session, SessionConfig
 from .skills import skills_hook
+
+log = logging.getLogger("acp_rest_bridge.sessions")
 
 PERMISSION_MODES = ("default", "plan", "bypass", "acceptEdits")
 
@@ -49,6 +55,43 @@ class SessionManager:
 
     def add_restored(self, session: Session) -> None:
         self._sessions[session.id] = session
+
+    def restore(self) -> None:
+        """Sessions of an earlier run on this data dir: listed, readable, ended (no agent process)."""
+        for record in self.store.load_sessions():
+            try:
+                session = self._restored(record)
+            except (KeyError, TypeError, ValueError) as exc:
+                log.error("cannot restore a session record (%s): %r", exc, record.get("info"))
+                continue
+            self._sessions[session.id] = session
+
+    def _restored(self, record: dict[str, Any]) -> Session:
+        info = record["info"]
+        config = SessionConfig(**record["config"])
+        # What the agent reported (model, title) wins, as in SessionInfo.
+        config.model = info.get("model")
+        config.title = info.get("title")
+        try:
+            spec = self.registry.get(config.agent)
+        except UnsupportedAgent:  # an agents-file entry removed since: still listed, never run
+            spec = AgentSpec(config.agent, None)
+        session_id = info["sessionId"]
+        log_ = SessionEventLog(session_id, self.store, tail_size=self.settings.event_tail)
+        session = Session(
+            session_id, spec, config, log_, cwd=record["cwd"], fs_root=record["fs_root"], settings=self.settings
+        )
+        session.created_at_ms = int(info["createdAt"])
+        session.native_session_id = log_.native_session_id = info.get("nativeSessionId")
+        # A restored session is ended the way it ended then; one still live when the server
+        # stopped was ended by the daemon, so messages get the legacy 400 "session terminated".
+        session.ended = True
+        session.end_reason = record.get("endReason") or "terminated"
+        exit_info = record.get("exit")
+        if isinstance(exit_info, dict):
+            session.exit_info = ExitInfo(exit_info.get("code"), exit_info.get("signal"))
+        session.extensions[PERSISTED] = True
+        return session
 
     def normalise(self, spec: AgentSpec, request: dict[str, Any]) -> SessionConfig:
         """Model default and agentMode/permissionMode rules of behavior §4.2."""
@@ -96,10 +139,12 @@ class SessionManager:
                 cwd = os.path.abspath(os.path.join(fs_root, os.path.expanduser(config.directory)))
                 if not os.path.isdir(cwd):
                     raise InvalidRequest(f"directory not found: {cwd}")
-            log = SessionEventLog(session_id, self.store)
-            session = Session(session_id, spec, config, log, cwd=cwd, fs_root=fs_root, settings=self.settings)
+            log_ = SessionEventLog(session_id, self.store, tail_size=self.settings.event_tail)
+            session = Session(session_id, spec, config, log_, cwd=cwd, fs_root=fs_root, settings=self.settings)
             await session.start()
             self._sessions[session_id] = session
+            session.extensions[PERSISTED] = True
+            save_record(session)
             return session
         finally:
             self._creating.discard(session_id)
@@ -108,6 +153,33 @@ class SessionManager:
         sessions = [s for s in self._sessions.values() if s.process is not None]
         await asyncio.gather(*(s.shutdown() for s in sessions), return_exceptions=True)
 
+
+PERSISTED = "store.persisted"
+
+
+def session_record(session: Session) -> dict[str, Any]:
+    """What a restarted server needs to list the session again (the events are in the log)."""
+    exit_info = session.exit_info
+    return {
+        "info": session.info(),
+        "config": dataclasses.asdict(session.config),
+        "cwd": session.cwd,
+        "fs_root": session.fs_root,
+        "endReason": session.end_reason,
+        "exit": None if exit_info is None else {"code": exit_info.code, "signal": exit_info.signal},
+    }
+
+
+def save_record(session: Session) -> None:
+    if session.extensions.get(PERSISTED):
+        session.log.save_record(session_record(session))
+
+
+async def _save_on_end(session: Session) -> None:
+    save_record(session)  # how it ended (terminate, agent exit, server stop), its final title and model
+
+
+END_HOOKS.append(_save_on_end)
 
 # Async checks run at create before normalisation (legacy step 4: skills), in registration order.
 CREATE_HOOKS: list[Any] = [skills_hook]

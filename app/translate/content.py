@@ -82,10 +82,15 @@ def merge_part(parts: list[dict[str, Any]], part: dict[str, Any]) -> None:
     """Append a streamed part, joining consecutive text (or same-visibility reasoning) chunks."""
     if parts:
         last = parts[-1]
-        if last["type"] == part["type"] == "text":
-            last["text"] += part["text"]
-            return
-        if last["type"] == part["type"] == "reasoning" and last["visibility"] == part["visibility"]:
-            last["text"] += part["text"]
+        if last["type"] == part["type"] == "text" or (
+            last["type"] == part["type"] == "reasoning" and last["visibility"] == part["visibility"]
+        ):
+            # Take the text out of the dict before appending: as the only reference, CPython grows
+            # it in place. `last["text"] += ...` copies the whole text per chunk, quadratic in the
+            # length of a message (a minute for 100,000 chunks). The key keeps its position.
+            text = last["text"]
+            last["text"] = None
+            text += part["text"]
+            last["text"] = text
             return
     parts.append(dict(part))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
+from functools import lru_cache
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -15,10 +17,15 @@ def dumps(value: Any) -> str:
     return _dumps(value)
 
 
+@lru_cache(maxsize=4)
+def _second(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
 def format_time(ns: int) -> str:
     """RFC 3339 UTC with ``Z``; fraction only when non-zero, trailing zeros dropped."""
     seconds, frac = divmod(ns, 1_000_000_000)
-    base = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    base = _second(seconds)  # events come many per second: format the second once
     if frac:
         return f"{base}.{frac:09d}".rstrip("0") + "Z"
     return base + "Z"
@@ -43,19 +50,16 @@ def envelope_json(
     Keeping raw last lets readers that asked for include_raw splice the stored raw JSON in
     without parsing the event again.
     """
-    event = {
-        "event_id": f"evt_{sequence}",
-        "sequence": sequence,
-        "time": format_time(time_ns),
-        "session_id": session_id,
-        "native_session_id": native_session_id,
-        "synthetic": synthetic,
-        "source": "daemon" if synthetic else "agent",
-        "type": event_type,
-        "data": data,
-        "raw": None,
-    }
-    return _dumps(event)
+    # Written out rather than through a dict: this runs for every event (the hot path), and the
+    # key order is fixed anyway. Strings go through the encoder's own escaping, so the result is
+    # exactly what dumps() of the dict gives.
+    native = "null" if native_session_id is None else encode_basestring(native_session_id)
+    source = '"synthetic":true,"source":"daemon"' if synthetic else '"synthetic":false,"source":"agent"'
+    return (
+        f'{{"event_id":"evt_{sequence}","sequence":{sequence},"time":"{format_time(time_ns)}",'
+        f'"session_id":{encode_basestring(session_id)},"native_session_id":{native},{source},'
+        f'"type":{encode_basestring(event_type)},"data":{_dumps(data)},"raw":null}}'
+    )
 
 
 RAW_NULL_SUFFIX = '"raw":null}'

@@ -6,6 +6,7 @@ Each feature area adds its commands in its own module imported here.
 from __future__ import annotations
 
 from . import (
+    bench,  # noqa: F401  (burst)
     files,  # noqa: F401
     hitl,  # noqa: F401
     rich,  # noqa: F401  (tool, status, image, unknown, error, unparsed, end, demo, plan, diff, v2)

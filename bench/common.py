@@ -1,0 +1,178 @@
+"""Shared pieces of the benchmarks: a bridge process, a lean SSE reader, the mock over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Server:
+    url: str
+    proc: subprocess.Popen[bytes]
+    started_s: float  # spawn -> first healthy /v1/health
+
+    def rss_kib(self) -> int:
+        with open(f"/proc/{self.proc.pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+
+@contextmanager
+def bridge(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Server]:
+    port = free_port()
+    argv = [sys.executable, "-m", "app", "server", "--port", str(port), "--data-dir", str(data_dir), *args]
+    full_env = {**os.environ, **(env or {})}
+    full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
+    url = f"http://127.0.0.1:{port}"
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, env=full_env, cwd=data_dir.parent, stdout=subprocess.DEVNULL)
+    try:
+        with httpx.Client(timeout=1) as client:
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"bridge exited with {proc.returncode}")
+                try:
+                    if client.get(url + "/v1/health").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.perf_counter() - t0 > 30:
+                    raise RuntimeError("bridge did not become healthy in 30 s")
+                time.sleep(0.005)
+        yield Server(url, proc, time.perf_counter() - t0)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class SSEReader:
+    """Reads an SSE response with as little client work as possible: frames split on blank lines,
+    ``data:`` parsed as JSON (the legacy rules)."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._chunks = response.iter_raw()
+        self._buffer = b""
+        self._frames: list[bytes] = []
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        while not self._frames:
+            chunk = next(self._chunks)
+            self._buffer += chunk
+            *frames, self._buffer = self._buffer.split(b"\n\n")
+            self._frames = frames[::-1]
+        frame = self._frames.pop()
+        for line in frame.split(b"\n"):
+            if line.startswith(b"data:"):
+                return json.loads(line[5:])  # type: ignore[no-any-return]
+        return next(self)  # a comment frame
+
+
+BURST_AGENT = [sys.executable, str(ROOT / "bench" / "burst_agent.py")]
+MOCK_AGENT = [sys.executable, "-m", "app.agents.mock"]
+
+
+def agents_file(directory: Path) -> Path:
+    """An agents file with the benchmark agent as ``burst``."""
+    path = directory / "agents.toml"
+    path.write_text(f"[agents.burst]\ncommand = {json.dumps(BURST_AGENT)}\n")
+    return path
+
+
+class StdioAgent:
+    """An agent driven directly over stdio (no bridge): the agent's own pace."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=ROOT,
+            bufsize=1 << 20,
+        )
+        self._id = 0
+        self.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        self.session_id = self.call("session/new", {"cwd": str(ROOT), "mcpServers": []})["sessionId"]
+
+    def _send(self, method: str, params: dict[str, Any]) -> int:
+        self._id += 1
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(
+            json.dumps({"jsonrpc": "2.0", "id": self._id, "method": method, "params": params}).encode()
+        )
+        self.proc.stdin.write(b"\n")
+        self.proc.stdin.flush()
+        return self._id
+
+    def call(self, method: str, params: dict[str, Any]) -> Any:
+        request_id = self._send(method, params)
+        assert self.proc.stdout is not None
+        while True:
+            message = json.loads(self.proc.stdout.readline())
+            if message.get("id") == request_id and "method" not in message:
+                return message.get("result")
+
+    def prompt_counting(self, text: str) -> tuple[int, float]:
+        """Notifications received for one prompt, and seconds from sending it to its answer."""
+        t0 = time.perf_counter()
+        request_id = self._send(
+            "session/prompt", {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
+        )
+        count = 0
+        assert self.proc.stdout is not None
+        while True:
+            message = json.loads(self.proc.stdout.readline())
+            if "method" in message:
+                count += 1
+            elif message.get("id") == request_id:
+                return count, time.perf_counter() - t0
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(10)
+
+
+def parse_sse_frames(text: str) -> list[dict[str, Any]]:
+    """The legacy rules: split on blank lines, keep the data: lines, parse them as JSON."""
+    events = []
+    for frame in text.replace("\r\n", "\n").split("\n\n"):
+        data = [line[5:].strip() for line in frame.split("\n") if line.startswith("data:")]
+        if data:
+            events.append(json.loads("\n".join(data)))
+    return events
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
+    return ordered[index]
