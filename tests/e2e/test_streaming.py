@@ -401,7 +401,9 @@ def test_a_stalled_reader_delays_no_one_and_later_gets_everything(sclient: httpx
         thread.join(5)
         last_event, received = fast_seen[-1]
         delay = arrival_delay_ms(last_event, received)
-        assert delay < 100, f"the fast reader got turn.ended {delay:.1f} ms after it was recorded"
+        # Typically 0.2-2 ms; the bound only has to tell "not held up by the stalled reader" (which would
+        # be forever) from scheduling noise on a loaded CI machine (the store is still writing the burst).
+        assert delay < 1000, f"the fast reader got turn.ended {delay:.1f} ms after it was recorded"
         fast_seqs = [e["sequence"] for e, _ in fast_seen]
         assert fast_seqs == list(range(1, fast_seqs[-1] + 1))
         # The stalled reader now reads: it gets every event, in order, from the store.

@@ -76,7 +76,7 @@ def test_events_are_stored_once_with_their_sequence_and_survive_a_reopen(tmp_pat
 
 
 def test_reads_see_events_the_writer_has_not_committed_yet(store: SqliteEventStore) -> None:
-    store.COALESCE = 0.5  # hold the writer back
+    store.COALESCE = 5.0  # hold the writer back
     log = SessionEventLog("s1", store)
     fill(log, 100)
     assert store.flushed_sequence("s1") < 100
