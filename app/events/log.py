@@ -219,6 +219,11 @@ class SessionEventLog:
         else:
             # The agent's own JSON text when the connection kept it; else serialised on first use.
             text = getattr(raw, "json_text", None)
+            if text is None and isinstance(raw, list):
+                # An item made of many chunks: its raw is their messages, each with its own text.
+                texts = [getattr(part, "json_text", None) for part in raw]
+                if None not in texts:
+                    text = "[" + ",".join(texts) + "]"  # type: ignore[arg-type]
             if text is not None:
                 event = StoredEvent(self.session_id, sequence, draft.type, event_json, text, ns)
             else:
