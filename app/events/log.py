@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from operator import attrgetter
 from typing import Any
 
-from app.translate.drafts import EventDraft
+from app.translate.drafts import EventDraft, raw_json_text
 from app.translate.envelope import dumps, envelope_json, now_ns, with_raw
 
 from .store import EventStore
@@ -81,15 +81,13 @@ class StoredEvent:
 
 
 def raw_to_json(raw: Any) -> str:
-    """JSON of a raw payload: a message's own text when the connection kept it (``json_text``),
-    also for the list of chunk messages a completed item carries."""
-    text = getattr(raw, "json_text", None)
+    """JSON of a raw payload: the agent's own text where it was kept (see ``raw_json_text``);
+    in a list of kept messages, a ``str`` entry is such a text."""
+    text = raw_json_text(raw)
     if text is not None:
-        return text  # type: ignore[no-any-return]
-    if isinstance(raw, list) and raw:
-        texts = [getattr(entry, "json_text", None) for entry in raw]
-        if None not in texts:
-            return "[" + ",".join(texts) + "]"  # type: ignore[arg-type]
+        return text
+    if type(raw) is list:
+        return "[" + ",".join(entry if type(entry) is str else raw_to_json(entry) for entry in raw) + "]"
     return dumps(raw)
 
 
@@ -214,20 +212,12 @@ class SessionEventLog:
             data=draft.data,
         )
         raw = draft.raw
-        if raw is None:
-            event = StoredEvent(self.session_id, sequence, draft.type, event_json, None, ns)
+        # The agent's own JSON text when the connection kept it; else serialised on first use.
+        text = None if raw is None else raw_json_text(raw)
+        if text is not None or raw is None:
+            event = StoredEvent(self.session_id, sequence, draft.type, event_json, text, ns)
         else:
-            # The agent's own JSON text when the connection kept it; else serialised on first use.
-            text = getattr(raw, "json_text", None)
-            if text is None and isinstance(raw, list):
-                # An item made of many chunks: its raw is their messages, each with its own text.
-                texts = [getattr(part, "json_text", None) for part in raw]
-                if None not in texts:
-                    text = "[" + ",".join(texts) + "]"  # type: ignore[arg-type]
-            if text is not None:
-                event = StoredEvent(self.session_id, sequence, draft.type, event_json, text, ns)
-            else:
-                event = StoredEvent(self.session_id, sequence, draft.type, event_json, None, ns, raw=raw)
+            event = StoredEvent(self.session_id, sequence, draft.type, event_json, None, ns, raw=raw)
         self._store.append(event)
         tail = self._tail
         tail.append(event)

@@ -40,6 +40,58 @@ EVENT_TYPES = (
 TERMINAL_TYPES = frozenset({TURN_ENDED, SESSION_ENDED, ERROR, AGENT_UNPARSED, PERMISSION_REQUESTED, QUESTION_REQUESTED})
 
 
+class JsonText:
+    """A raw payload held as the JSON text it arrived as (see ``kept_raw``)."""
+
+    __slots__ = ("json_text",)
+
+    def __init__(self, json_text: str) -> None:
+        self.json_text = json_text
+
+    def __repr__(self) -> str:
+        return f"JsonText({self.json_text!r})"
+
+
+def kept_raw(message: Any) -> Any:
+    """What an open item keeps of one of its messages until it completes: the JSON text the
+    message arrived as, when the connection kept it (``json_text``), else the message.
+
+    A text is one object the garbage collector never looks at; a parsed message is four dicts it
+    walks on every full collection, and a streamed message keeps thousands of them alive.
+    """
+    text = getattr(message, "json_text", None)
+    return message if text is None else text
+
+
+def item_raw(kept: list[Any]) -> Any:
+    """The raw of an item made of the kept messages: one as itself, several as a list (whose
+    ``str`` entries are JSON texts, see ``raw_json_text``)."""
+    if not kept:
+        return None
+    if len(kept) > 1:
+        return list(kept)
+    only = kept[0]
+    return JsonText(only) if type(only) is str else only
+
+
+def raw_json_text(raw: Any) -> str | None:
+    """The JSON of a raw payload when it is at hand without serialising: a message's own text,
+    or a list of kept messages that all have theirs. None otherwise."""
+    text = getattr(raw, "json_text", None)
+    if text is not None:
+        return text  # type: ignore[no-any-return]
+    if type(raw) is list and raw:
+        parts: list[str] = []
+        for entry in raw:
+            if type(entry) is not str:
+                entry = getattr(entry, "json_text", None)
+                if entry is None:
+                    return None
+            parts.append(entry)
+        return "[" + ",".join(parts) + "]"
+    return None
+
+
 @dataclass(slots=True)
 class EventDraft:
     """A legacy event without envelope numbers. ``raw`` is the ACP message(s) it came from."""

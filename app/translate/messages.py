@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .content import META_PREFIX, block_to_part, reasoning_visibility
-from .drafts import ITEM_DELTA, EventDraft
+from .drafts import ITEM_DELTA, EventDraft, item_raw, kept_raw
 from .items import ItemIds, ItemLifecycle, make_item
 
 CHUNK_KINDS = {
@@ -175,7 +175,7 @@ class MessageAssembler:
             part = status_part(status)
             if part is not None:
                 current.status_part = part
-        current.raw.append(raw)
+        current.raw.append(kept_raw(raw))
         if not current.started:
             current.started = True
             out.extend(self._lifecycle.started(self._item(current, "in_progress"), raw=raw))
@@ -236,7 +236,7 @@ class MessageAssembler:
         current.entries = []
         for block in blocks:
             current.add_part(block_to_part(block, reasoning=reasoning))
-        current.raw.append(raw)
+        current.raw.append(kept_raw(raw))
         if not current.started:
             current.started = True
             out.extend(self._lifecycle.started(self._item(current, "in_progress"), raw=raw))
@@ -253,8 +253,7 @@ class MessageAssembler:
         self.open = None
         if current.key is not None:
             self._closed.add(current.key)
-        raw = current.raw if len(current.raw) > 1 else (current.raw[0] if current.raw else None)
-        return self._lifecycle.completed(self._item(current, status), raw=raw)
+        return self._lifecycle.completed(self._item(current, status), raw=item_raw(current.raw))
 
     @staticmethod
     def _item(current: OpenMessage, status: str) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import diffs
 from .content import block_to_part, meta_str
-from .drafts import EventDraft
+from .drafts import EventDraft, item_raw, kept_raw
 from .items import make_item
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ class ToolCallState:
 
     def raw(self) -> Any:
         """The call's ACP messages: one message as itself, several as a list."""
-        return list(self.raws) if len(self.raws) > 1 else (self.raws[0] if self.raws else None)
+        return item_raw(self.raws)
 
     @property
     def ended(self) -> bool:
@@ -129,7 +129,7 @@ class ToolCalls:
         if chunk is not _MISSING:
             state.content.append(chunk)
             state.chunked = True
-        state.raws.append(raw)
+        state.raws.append(kept_raw(raw))
         if not state.call_done:
             state.name = detect_name(state)
         if is_new:

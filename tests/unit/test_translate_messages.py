@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+from app.translate.drafts import raw_json_text
 from app.translate.session import SessionTranslator
 from tests.unit.translate_support import end_turn, feed, items, notification, text_chunk, types
 
@@ -231,3 +234,30 @@ def test_every_event_carries_its_acp_message() -> None:
     message = notification(text_chunk("x", "m"))
     out = t.session_update(message["params"], message)
     assert all(d.raw is message for d in out)
+
+
+class _Wire(dict):  # type: ignore[type-arg]
+    """A message as the connection hands it over: parsed, with the text it arrived as."""
+
+    __slots__ = ("json_text",)
+
+
+def _wire(message: dict) -> _Wire:  # type: ignore[type-arg]
+    wire = _Wire(message)
+    wire.json_text = json.dumps(message, separators=(",", ":"))
+    return wire
+
+
+def test_an_open_message_keeps_its_chunks_as_their_json_text() -> None:
+    """A long streamed message holds texts, not parsed messages, until it completes."""
+    t = SessionTranslator()
+    chunks = [_wire(notification(text_chunk(f"part {i}", "m"))) for i in range(3)]
+    for message in chunks:
+        t.session_update(message["params"], message)
+    assert t.messages.open is not None and t.messages.open.raw == [c.json_text for c in chunks]
+    done = end_turn(t)[0]
+    assert raw_json_text(done.raw) == "[" + ",".join(c.json_text for c in chunks) + "]"
+    single = SessionTranslator()
+    only = _wire(notification(text_chunk("only", "m2")))
+    single.session_update(only["params"], only)
+    assert raw_json_text(end_turn(single)[0].raw) == only.json_text
