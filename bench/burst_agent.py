@@ -3,12 +3,15 @@
 benchmark measures the bridge and not the agent.
 
 - prompt ``burst N [SIZE]``: one assistant message as N ``agent_message_chunk`` notifications of
-  SIZE characters (``<index:08d> xxx...``), written to stdout in one go, then ``end_turn``
+  SIZE characters (``<index:08d> xxx...``), then ``end_turn``. The lines are written as they are
+  made, 64 KiB at a time, as a streaming agent does: the reader can start while the rest is made.
 - any other prompt: one chunk ``OK``, then ``end_turn``
 """
 
 import json
 import sys
+
+WRITE_SIZE = 1 << 16
 
 
 def line(obj):
@@ -22,6 +25,24 @@ def chunk(session_id, message_id, text):
         "content": {"type": "text", "text": text},
     }
     return line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session_id, "update": update}})
+
+
+def burst(out, session_id, message_id, count, size):
+    # Every line is the chunk() of its text; only the text differs, so the rest is made once. The
+    # text is digits and "x": nothing in it needs escaping.
+    head, tail = chunk(session_id, message_id, "\0").split("\\u0000")
+    pending = []
+    pending_size = 0
+    for index in range(count):
+        text = f"{index:08d} ".ljust(size, "x")
+        pending.append(head + text + tail)
+        pending_size += len(text) + len(head) + len(tail)
+        if pending_size >= WRITE_SIZE:
+            out.write("".join(pending))
+            out.flush()
+            pending.clear()
+            pending_size = 0
+    out.write("".join(pending))
 
 
 def main():
@@ -45,10 +66,10 @@ def main():
             if text and text[0] == "burst":
                 count = int(text[1]) if len(text) > 1 else 10_000
                 size = int(text[2]) if len(text) > 2 else 32
-                body = "".join(chunk(sid, message_id, f"{i:08d} ".ljust(size, "x")) for i in range(count))
+                burst(out, sid, message_id, count, size)
             else:
-                body = chunk(sid, message_id, "OK")
-            out.write(body + line({"jsonrpc": "2.0", "id": msg["id"], "result": {"stopReason": "end_turn"}}))
+                out.write(chunk(sid, message_id, "OK"))
+            out.write(line({"jsonrpc": "2.0", "id": msg["id"], "result": {"stopReason": "end_turn"}}))
         elif "id" in msg and method is not None:
             out.write(
                 line({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "Method not found"}})
