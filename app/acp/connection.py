@@ -10,7 +10,6 @@ Raw messages are kept that way too (the typed layer drops unknown variants and f
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -68,6 +67,25 @@ class WireMessage(dict[str, Any]):
     __slots__ = ("json_text",)
 
 
+_scan_once = json.JSONDecoder().scan_once
+_WHITESPACE = json.decoder.WHITESPACE
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads`` of one line, without its layers of wrappers (this runs for every message
+    of a streaming agent). Same values, same errors."""
+    start = _WHITESPACE.match(text).end() if text[:1].isspace() else 0
+    try:
+        value, end = _scan_once(text, start)
+    except StopIteration as exc:
+        raise json.JSONDecodeError("Expecting value", text, exc.value) from None
+    if end != len(text):
+        end = _WHITESPACE.match(text, end).end()
+        if end != len(text):
+            raise json.JSONDecodeError("Extra data", text, end)
+    return value
+
+
 class ObservedTransport(NdjsonTransport):
     def __init__(self, reader: asyncio.StreamReader, sender: MessageSender, observer: AgentObserver) -> None:
         super().__init__(reader, sender)
@@ -111,7 +129,7 @@ class ObservedTransport(NdjsonTransport):
                 if self._deliver(message):
                     return message
                 continue
-            line = await self._next_line()
+            line = self._lines.popleft() if self._lines else await self._next_line()
             if line is None:
                 self.eof.set()
                 return None
@@ -119,7 +137,11 @@ class ObservedTransport(NdjsonTransport):
             if not line:
                 continue
             try:
-                message = json.loads(line)
+                text: str | None = line.decode("utf-8")
+            except UnicodeDecodeError:
+                text = None  # json.loads still reads UTF-16 and UTF-32
+            try:
+                message = json.loads(line) if text is None else parse_json(text)
             except ValueError as exc:
                 self._observer.on_unparsed_line(line, f"invalid JSON: {exc}")
                 continue
@@ -135,9 +157,8 @@ class ObservedTransport(NdjsonTransport):
                 continue
             message = WireMessage(message)
             # A CR (legal JSON whitespace) would end an SSE line: such a message is serialised anew.
-            if b"\r" not in line:
-                with contextlib.suppress(UnicodeDecodeError):
-                    message.json_text = line.decode("utf-8")
+            if text is not None and "\r" not in text:
+                message.json_text = text
             if self._deliver(message):
                 return message
 

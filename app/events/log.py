@@ -210,6 +210,7 @@ class SessionEventLog:
             synthetic=draft.synthetic,
             event_type=draft.type,
             data=draft.data,
+            data_json=draft.data_json,
         )
         raw = draft.raw
         # The agent's own JSON text when the connection kept it; else serialised on first use.

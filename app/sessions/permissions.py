@@ -102,10 +102,15 @@ async def handle(session: Session, params: Any, request_id: Any) -> Any:
     return await book(session).wait(session, request_id, lambda s, r: _answer(s, r, "reject"))
 
 
+_TOOL_UPDATES = frozenset({"tool_call", "tool_call_update"})
+
+
 def _remember_tool_calls(session: Session, message: dict[str, Any]) -> None:
     params = message.get("params")
-    if isinstance(params, dict):
-        tool_memory(session).update(params.get("update"))
+    update = params.get("update") if type(params) is dict else None
+    # Checked here first: this runs for every update, most of them message chunks.
+    if type(update) is dict and update.get("sessionUpdate") in _TOOL_UPDATES:
+        tool_memory(session).update(update)
 
 
 # ---- HTTP side -----------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 # The 13 legacy UniversalEvent types.
@@ -94,11 +94,12 @@ def raw_json_text(raw: Any) -> str | None:
 
 @dataclass(slots=True)
 class EventDraft:
-    """A legacy event without envelope numbers. ``raw`` is the ACP message(s) it came from."""
+    """A legacy event without envelope numbers. ``raw`` is the ACP message(s) it came from;
+    ``data_json``, when set, is ``data`` already serialised (compact, as ``dumps`` writes it)."""
 
     type: str
     data: dict[str, Any]
     synthetic: bool = False
     raw: Any = None
     native_session_id: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    data_json: str | None = None

@@ -44,6 +44,7 @@ def envelope_json(
     synthetic: bool,
     event_type: str,
     data: dict[str, Any],
+    data_json: str | None = None,
 ) -> str:
     """The event as compact JSON with ``"raw":null`` as its last member.
 
@@ -58,7 +59,7 @@ def envelope_json(
     return (
         f'{{"event_id":"evt_{sequence}","sequence":{sequence},"time":"{format_time(time_ns)}",'
         f'"session_id":{encode_basestring(session_id)},"native_session_id":{native},{source},'
-        f'"type":{encode_basestring(event_type)},"data":{_dumps(data)},"raw":null}}'
+        f'"type":{encode_basestring(event_type)},"data":{data_json or _dumps(data)},"raw":null}}'
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from app.translate.drafts import raw_json_text
+from app.translate.envelope import dumps
 from app.translate.session import SessionTranslator
 from tests.unit.translate_support import end_turn, feed, items, notification, text_chunk, types
 
@@ -261,3 +262,13 @@ def test_an_open_message_keeps_its_chunks_as_their_json_text() -> None:
     only = _wire(notification(text_chunk("only", "m2")))
     single.session_update(only["params"], only)
     assert raw_json_text(end_turn(single)[0].raw) == only.json_text
+
+
+def test_a_delta_is_written_as_the_encoder_writes_it() -> None:
+    t = SessionTranslator()
+    texts = ["plain", 'quote " and \\ backslash', "é ü 漢字 😀", "line\nbreak\ttab\r\x00\x1f", "\u2028\u2029"]
+    out = feed(t, *(text_chunk(text, 'id "q" é') for text in texts), text_chunk("other", None))
+    deltas = [d for d in out if d.type == "item.delta"]
+    assert len(deltas) == len(texts) + 1
+    for draft in deltas:
+        assert draft.data_json == dumps(draft.data)
