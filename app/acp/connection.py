@@ -12,26 +12,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 from collections import deque
 from pathlib import Path
 from typing import Any, Protocol
 
-import acp
-from acp import PROTOCOL_VERSION
-from acp._transport import NdjsonTransport
-from acp.connection import Connection
-from acp.exceptions import RequestError
-from acp.task import MessageSender, TaskSupervisor
-
 from .process import AgentProcess
+from .sdk import PROTOCOL_VERSION, SDK_DIR, Connection, MessageSender, NdjsonTransport, RequestError, TaskSupervisor
 from .transcript import AGENT_TO_CLIENT, CLIENT_TO_AGENT, TranscriptWriter
-
-_SDK_DIR = os.path.dirname(acp.__file__)
 
 
 def _not_from_sdk(record: logging.LogRecord) -> bool:
-    return not record.pathname.startswith(_SDK_DIR)
+    return not record.pathname.startswith(SDK_DIR)
 
 
 # The SDK logs expected events (non-JSON lines, notifications the bridge handles itself) at ERROR

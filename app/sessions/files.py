@@ -7,9 +7,8 @@ import asyncio
 import os
 from typing import TYPE_CHECKING, Any
 
-from acp.exceptions import RequestError
-from acp.schema import ReadTextFileRequest, WriteTextFileRequest
-
+from app.acp.requests import ReadTextFileRequest, WriteTextFileRequest
+from app.acp.sdk import RequestError
 from app.fs import ops
 from app.fs.paths import confinement, os_message
 

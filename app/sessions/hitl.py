@@ -13,8 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from acp.exceptions import RequestError
-
+from app.acp.sdk import RequestError
 from app.errors import InvalidRequest
 from app.translate.hitl import allocate_id
 

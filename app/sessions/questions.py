@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp.exceptions import RequestError
-
+from app.acp.sdk import RequestError
 from app.errors import InvalidRequest
 from app.translate.drafts import QUESTION_REQUESTED, QUESTION_RESOLVED
 from app.translate.hitl import (

@@ -11,10 +11,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from acp.exceptions import RequestError
-
 from app.acp.connection import AgentConnection
 from app.acp.process import AgentProcess, ExitInfo
+from app.acp.sdk import RequestError
 from app.agents.registry import AgentSpec
 from app.errors import AgentNotInstalled, AgentProcessExited, InvalidRequest, StreamError, Timeout
 from app.events.log import SessionEventLog

@@ -18,9 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from acp.exceptions import RequestError
-from acp.schema import CreateTerminalRequest
-
+from app.acp.requests import CreateTerminalRequest
+from app.acp.sdk import RequestError
 from app.fs.paths import os_message
 
 from . import services
