@@ -158,4 +158,7 @@ def cli(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"acp-rest-bridge: {exc}")
     import uvicorn
 
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False)
+    # The legacy API has no WebSocket route: no WebSocket library is loaded.
+    uvicorn.run(
+        app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False, ws="none"
+    )
