@@ -42,7 +42,9 @@ def open_store(settings: Settings) -> EventStore:
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     data_dir = settings.resolved_data_dir()
-    registry = AgentRegistry(settings.agents_file, install_dir=data_dir / "bin")
+    registry = AgentRegistry(
+        settings.agents_file, install_dir=data_dir / "bin", install_timeout=settings.install_timeout
+    )
     store = open_store(settings)
     manager = SessionManager(settings, registry, store)
 
@@ -159,6 +161,4 @@ def cli(argv: Sequence[str] | None = None) -> None:
     import uvicorn
 
     # The legacy API has no WebSocket route: no WebSocket library is loaded.
-    uvicorn.run(
-        app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False, ws="none"
-    )
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False, ws="none")

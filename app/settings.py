@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     agents_file: Path | None = None
     data_dir: Path = Path("~/.local/share/acp-rest-bridge")
 
+    # Seconds an agent install (`npm install` of its ACP adapter) may take (0: no limit).
+    install_timeout: float = 600.0
+
     # Seconds allowed for `initialize` + `session/new` before create answers 504.
     agent_start_timeout: float = 30.0
     # Seconds between SIGTERM and SIGKILL when an agent's process group is stopped.

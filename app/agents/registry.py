@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.errors import UnsupportedAgent
+from app.errors import InstallFailed, UnsupportedAgent
+
+from .install import Installer, installed_command, installed_version
 
 CAPABILITY_KEYS = (
     "planMode",
@@ -125,7 +127,8 @@ CREDENTIAL_VARS = {
 
 LEGACY_IDS = ("claude", "codex", "opencode", "amp", "mock")
 
-# ACP adapters that serve the legacy ids, first that resolves on PATH wins.
+# ACP adapters that serve the legacy ids: one installed in the install dir (install.py), else the first
+# of these that resolves on PATH.
 LEGACY_COMMANDS: dict[str, list[list[str]]] = {
     "claude": [["claude-agent-acp"], ["claude-code-acp"]],
     "codex": [["codex-acp"]],
@@ -259,8 +262,11 @@ def load_agents_file(path: Path) -> list[AgentSpec]:
 
 
 class AgentRegistry:
-    def __init__(self, agents_file: Path | None = None, install_dir: Path | None = None) -> None:
+    def __init__(
+        self, agents_file: Path | None = None, install_dir: Path | None = None, install_timeout: float = 600.0
+    ) -> None:
         self.install_dir = install_dir
+        self.installer = Installer(install_dir, install_timeout) if install_dir is not None else None
         self._agents: dict[str, AgentSpec] = {}
         for agent_id in LEGACY_IDS:
             self._agents[agent_id] = AgentSpec(
@@ -273,8 +279,10 @@ class AgentRegistry:
             for spec in load_agents_file(agents_file):
                 self._agents[spec.id] = spec
 
-    @staticmethod
-    def _legacy_command(agent_id: str) -> list[str]:
+    def _legacy_command(self, agent_id: str) -> list[str]:
+        installed = installed_command(self.install_dir, agent_id)
+        if installed is not None:
+            return installed
         candidates = LEGACY_COMMANDS[agent_id]
         for candidate in candidates:
             if shutil.which(candidate[0]):
@@ -288,10 +296,40 @@ class AgentRegistry:
         if spec.legacy and not spec.is_mock:
             # Re-resolve: an adapter installed after start-up is picked up.
             spec.command = self._legacy_command(agent_id)
+            if spec.version is None:
+                spec.version = installed_version(self.install_dir, agent_id)
         return spec
 
     def all(self) -> list[AgentSpec]:
-        return list(self._agents.values())
+        return [self.get(agent_id) for agent_id in self._agents]
+
+    def can_install(self, spec: AgentSpec) -> bool:
+        return spec.legacy and self.installer is not None and self.installer.can_install(spec.id)
+
+    async def install(self, spec: AgentSpec, version: str | None = None, *, reinstall: bool = False) -> None:
+        """Legacy §9.3: an agent that resolves is left alone unless ``reinstall``; raises InstallFailed."""
+        if spec.is_mock:
+            self._write_mock_placeholder()
+            return
+        if spec.installed and not reinstall:
+            return
+        if not self.can_install(spec):
+            command = " ".join(spec.command or [])
+            raise InstallFailed(spec.id, f"no installer for {spec.id}: put its ACP adapter ({command}) on PATH")
+        assert self.installer is not None
+        await self.installer.install(spec.id, version, reinstall=reinstall)
+        spec.version = None  # read again from what is installed now
+        self.get(spec.id)
+
+    def _write_mock_placeholder(self) -> None:
+        placeholder = self.mock_placeholder()
+        if placeholder is None:
+            return
+        try:
+            placeholder.parent.mkdir(parents=True, exist_ok=True)
+            placeholder.write_text("#!/bin/sh\n# placeholder: the mock agent is built in\n")
+        except OSError as exc:
+            raise InstallFailed("mock", str(exc)) from exc
 
     def mock_placeholder(self) -> Path | None:
         return None if self.install_dir is None else self.install_dir / "mock"

@@ -6,7 +6,6 @@ from fastapi import APIRouter, Request, Response
 from starlette.responses import JSONResponse
 
 from app.agents.registry import LEGACY_MODELS, LEGACY_MODES, AgentSpec
-from app.errors import InstallFailed
 from app.legacy.models import AgentInstallRequest, AgentListResponse, AgentModelsResponse, AgentModesResponse
 
 from . import deps
@@ -47,20 +46,9 @@ async def list_agents(request: Request) -> JSONResponse:
 @router.post("/v1/agents/{agent}/install", operation_id="install_agent", status_code=204)
 async def install_agent(agent: str, request: Request) -> Response:
     body = await json_body(request, AgentInstallRequest)
-    spec = deps.registry(request).get(path_param(agent))
-    if spec.is_mock:
-        placeholder = deps.registry(request).mock_placeholder()
-        if placeholder is not None:
-            try:
-                placeholder.parent.mkdir(parents=True, exist_ok=True)
-                placeholder.write_text("#!/bin/sh\n# placeholder: the mock agent is built in\n")
-            except OSError as exc:
-                raise InstallFailed(spec.id, str(exc)) from exc
-        return Response(status_code=204)
-    if spec.installed and not body.reinstall:
-        return Response(status_code=204)
-    command = " ".join(spec.command or [])
-    raise InstallFailed(spec.id, f"{command!r} is not on PATH; install the agent's ACP adapter")
+    registry = deps.registry(request)
+    await registry.install(registry.get(path_param(agent)), reinstall=bool(body.reinstall))
+    return Response(status_code=204)
 
 
 @router.get("/v1/agents/{agent}/modes", operation_id="get_agent_modes", responses={200: {"model": AgentModesResponse}})

@@ -129,7 +129,11 @@ class SessionManager:
         self._creating.add(session_id)
         try:
             if not spec.installed:
-                raise AgentNotInstalled(spec.id)
+                # Legacy: creating a session installs a missing agent (`agentVersion` picks the version).
+                if not self.registry.can_install(spec):
+                    raise AgentNotInstalled(spec.id)
+                version = request.get("agentVersion")
+                await self.registry.install(spec, version if isinstance(version, str) else None)
             for hook in CREATE_HOOKS:
                 await hook(self, spec, request)
             config = self.normalise(spec, request)

@@ -1,0 +1,200 @@
+"""Installing a legacy agent's ACP adapter with npm, from a registry on 127.0.0.1.
+
+The registry serves a package under the claude adapter's name whose program is the probe agent, so
+the install is real npm work (packument, tarball, integrity, .bin link) and the installed program is
+then started as the agent of a session.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import shutil
+import sys
+import tarfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote
+
+import httpx
+import pytest
+
+from tests.support import ROOT, Bridge, create_session, send, start_bridge, until_type, wait_for_events
+
+pytestmark = pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
+
+PACKAGE = "@zed-industries/claude-agent-acp"
+DEFAULT_VERSION = "0.23.1"  # the version the bridge installs when none is asked for
+PROBE = ROOT / "tests" / "probes" / "probe_agent.py"
+
+
+def _tarball(version: str) -> bytes:
+    manifest = {"name": PACKAGE, "version": version, "bin": {"claude-agent-acp": "agent.py"}}
+    files = {"package/package.json": json.dumps(manifest).encode(), "package/agent.py": PROBE.read_bytes()}
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o755
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+@dataclass
+class Registry:
+    url: str = ""
+    tarballs: dict[str, bytes] = field(default_factory=dict)
+    requests: list[str] = field(default_factory=list)
+    available: bool = True
+
+    def packument(self) -> dict[str, object]:
+        versions = {}
+        for version, data in self.tarballs.items():
+            versions[version] = {
+                "name": PACKAGE,
+                "version": version,
+                "bin": {"claude-agent-acp": "agent.py"},
+                "dist": {
+                    "tarball": f"{self.url}/tarballs/{version}.tgz",
+                    "shasum": hashlib.sha1(data).hexdigest(),
+                    "integrity": "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode(),
+                },
+            }
+        return {"name": PACKAGE, "dist-tags": {"latest": DEFAULT_VERSION}, "versions": versions}
+
+
+@pytest.fixture
+def registry() -> Iterator[Registry]:
+    state = Registry(tarballs={v: _tarball(v) for v in (DEFAULT_VERSION, "9.9.9")})
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = unquote(self.path)
+            state.requests.append(path)
+            body: bytes | None = None
+            kind = "application/octet-stream"
+            if state.available and path.lstrip("/") == PACKAGE:
+                body, kind = json.dumps(state.packument()).encode(), "application/json"
+            elif state.available and path.startswith("/tarballs/"):
+                body = state.tarballs.get(path.removeprefix("/tarballs/").removesuffix(".tgz"))
+            if body is None:
+                self.send_response(404)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"error":"not found"}')
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def bridge(tmp_path: Path, registry: Registry) -> Iterator[Bridge]:
+    # Only this registry, a fresh npm cache and no claude adapter on PATH.
+    env = {
+        "npm_config_registry": registry.url + "/",
+        "npm_config_cache": str(tmp_path / "npm-cache"),
+        "npm_config_userconfig": str(tmp_path / "npmrc"),
+        "npm_config_fetch_retries": "0",
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+    }
+    npm = shutil.which("npm")
+    assert npm is not None
+    # npm (and node beside it), and a python3 for the probe's `#!/usr/bin/env python3`.
+    env["PATH"] = f"{Path(npm).parent}:{Path(sys.executable).parent}:{env['PATH']}"
+    bridge = start_bridge(tmp_path, env=env)
+    yield bridge
+    bridge.stop()
+
+
+def _claude(client: httpx.Client) -> dict[str, object]:
+    agents = client.get("/v1/agents").json()["agents"]
+    return next(a for a in agents if a["id"] == "claude")
+
+
+def test_install_then_a_session_runs_the_installed_adapter(bridge: Bridge, registry: Registry) -> None:
+    client = bridge.client(timeout=180)
+    before = _claude(client)
+    if before["installed"]:
+        pytest.skip(f"a claude ACP adapter is on PATH here: {before.get('path')}")
+    assert client.post("/v1/agents/claude/install", json={}).status_code == 204
+    info = _claude(client)
+    program = bridge.data_dir / "bin" / "claude" / "node_modules" / ".bin" / "claude-agent-acp"
+    assert info["installed"] is True and info["version"] == DEFAULT_VERSION
+    assert info["path"] == str(program)
+    assert not [p for p in (bridge.data_dir / "bin").iterdir() if p.name.startswith(".")]  # no staging left
+
+    # Installed: a second install is a no-op that asks the registry for nothing.
+    asked = len(registry.requests)
+    assert client.post("/v1/agents/claude/install", json={}).status_code == 204
+    assert len(registry.requests) == asked
+
+    create_session(client, "installed", agent="claude")
+    send(client, "installed", "hello")
+    evs = wait_for_events(client, "installed", until_type("turn.ended"), timeout=30)
+    deltas = [e["data"]["delta"] for e in evs if e["type"] == "item.delta" and e["source"] == "agent"]
+    assert deltas == ["probe: hello"]
+    client.post("/v1/sessions/installed/terminate")
+
+
+def test_create_installs_a_missing_agent_at_the_asked_version(bridge: Bridge) -> None:
+    client = bridge.client(timeout=180)
+    if _claude(client)["installed"]:
+        pytest.skip("a claude ACP adapter is on PATH here")
+    create_session(client, "auto", agent="claude", agentVersion="9.9.9")
+    manifest = bridge.data_dir / "bin" / "claude" / "node_modules" / PACKAGE / "package.json"
+    assert json.loads(manifest.read_text())["version"] == "9.9.9"
+    client.post("/v1/sessions/auto/terminate")
+
+    # reinstall replaces it with the default version, swapped in whole.
+    assert client.post("/v1/agents/claude/install", json={"reinstall": True}).status_code == 204
+    assert _claude(client)["version"] == DEFAULT_VERSION
+
+
+def test_a_failed_install_is_a_500_and_leaves_nothing(bridge: Bridge, registry: Registry) -> None:
+    client = bridge.client(timeout=180)
+    if _claude(client)["installed"]:
+        pytest.skip("a claude ACP adapter is on PATH here")
+    registry.available = False
+    response = client.post("/v1/agents/claude/install", json={})
+    assert response.status_code == 500 and response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert body["type"].endswith("install_failed") and body["status"] == 500
+    assert "npm install @zed-industries/claude-agent-acp@0.23.1 failed" in body["details"]["stderr"]
+    assert "404" in body["details"]["stderr"]
+    assert _claude(client)["installed"] is False
+    bin_dir = bridge.data_dir / "bin"
+    assert not bin_dir.exists() or list(bin_dir.iterdir()) == []
+
+    # A session create of the missing agent fails the same way, and the id stays free.
+    failed = client.post("/v1/sessions/later", json={"agent": "claude"})
+    assert failed.status_code == 500 and failed.json()["details"]["stderr"]
+    registry.available = True
+    create_session(client, "later", agent="claude")
+    client.post("/v1/sessions/later/terminate")
+
+
+def test_an_agent_without_an_installer_says_so(bridge: Bridge) -> None:
+    client = bridge.client()
+    response = client.post("/v1/agents/amp/install", json={"reinstall": True})
+    assert response.status_code == 500
+    assert "no installer for amp" in response.json()["details"]["stderr"]
