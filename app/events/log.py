@@ -126,6 +126,9 @@ class Subscription:
             self._log._waiters.append(waiter)
             try:
                 await waiter
+                # Woken by the first new event: what the callbacks already queued add in this same
+                # loop pass (the rest of a read, a turn's end) goes out in the same write.
+                await asyncio.sleep(0)
             finally:
                 self._waiter = None
                 if waiter.cancelled():  # the reader went away: leave no dead future on an idle log
