@@ -9,6 +9,15 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     ACP_BRIDGE_PORT=2468 \
     ACP_BRIDGE_DATA_DIR=/var/lib/acp-rest-bridge
 
+# Node.js and npm: the agents' ACP adapters are npm packages that POST /v1/agents/{agent}/install (and
+# creating a session with a missing agent) installs into the data dir. --build-arg NODE=0 leaves them
+# out, for an image that runs only the mock agent and agents provided otherwise.
+ARG NODE=1
+RUN if [ "$NODE" = 1 ]; then \
+        apt-get update && apt-get install -y --no-install-recommends nodejs npm \
+        && rm -rf /var/lib/apt/lists/*; \
+    fi
+
 RUN python3 -m venv /opt/acp-rest-bridge
 WORKDIR /src
 COPY pyproject.toml README.md ./

@@ -61,4 +61,8 @@ for _ in $(seq 1 40); do
   sleep 0.25
 done
 curl -fsS "${AUTH[@]}" "$URL/v1/sessions/smoke/events" | grep -q '"turn.ended"' || fail "no turn.ended"
+docker exec "$NAME" npm --version >/dev/null || fail "npm is missing: agent installs cannot work"
+code=$(curl -s -o /dev/null -w '%{http_code}' "${AUTH[@]}" -X POST "$URL/v1/agents/amp/install" \
+  -H 'content-type: application/json' -d '{}')
+[ "$code" = 500 ] || fail "expected 500 install_failed for amp, got $code"
 echo "1 passed, 0 failed"
