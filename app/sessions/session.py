@@ -22,7 +22,7 @@ from app.translate.extensions import rpc_error_data
 from app.translate.outgoing import mcp_servers as mcp_servers  # moved to translate/; kept importable here
 from app.translate.outgoing import prompt_params, session_new_params
 from app.translate.prompt import Attachment, prompt_blocks, user_item_parts
-from app.translate.session import SessionTranslator
+from app.translate.session import MOCK_USER_ITEM, SessionTranslator, UserItemStyle
 
 from . import services
 
@@ -86,7 +86,7 @@ class Session:
         self.fs_root = fs_root
         self.settings = settings
         self.created_at_ms = int(time.time() * 1000)
-        self.translator = SessionTranslator()
+        self.translator = SessionTranslator(user_item=MOCK_USER_ITEM if spec.is_mock else UserItemStyle())
         self.process: AgentProcess | None = None
         self.connection: AgentConnection | None = None
         self.native_session_id: str | None = None

@@ -56,6 +56,22 @@ class SessionState:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class UserItemStyle:
+    """What the turn's user item looks like. By default the bridge's own: ``user_<n>`` with n counting
+    the messages that have content, synthetic, the text as sent (legacy claude and amp)."""
+
+    native: str = "user_{n}"
+    count_every_message: bool = False  # n counts empty messages too
+    synthetic: bool = True
+    trim: bool = False
+
+
+# The legacy mock's own user item (behavior §10.1): `mock_<n>_user` where n counts every message, as
+# the mock's other native ids do; from the agent (not synthetic); the trimmed text.
+MOCK_USER_ITEM = UserItemStyle("mock_{n}_user", count_every_message=True, synthetic=False, trim=True)
+
+
 UpdateHandler = Callable[["SessionTranslator", dict[str, Any], Any], list[EventDraft]]
 UPDATE_HANDLERS: dict[str, UpdateHandler] = {}
 
@@ -83,13 +99,19 @@ def raw_hash(raw: Any) -> str | None:
 
 
 class SessionTranslator:
-    def __init__(self, terminal_output: Callable[[str], str | None] | None = None) -> None:
+    def __init__(
+        self,
+        terminal_output: Callable[[str], str | None] | None = None,
+        user_item: UserItemStyle = UserItemStyle(),
+    ) -> None:
         self.ids = ItemIds()
         self.lifecycle = ItemLifecycle()
         self.messages = MessageAssembler(self.ids, self.lifecycle)
         self.tools = ToolCalls(self)
         self.state = SessionState()
         self.user_messages = 0
+        self.prompts = 0
+        self.user_item = user_item
         # The output of a terminal by id, for tool results that show a terminal; set by the
         # session layer (an in-memory lookup, so translation stays pure).
         self.terminal_output = terminal_output
@@ -160,20 +182,23 @@ class SessionTranslator:
         self._end_of_turn_event = False
         out.append(EventDraft(TURN_STARTED, {"phase": "started", "turn_id": turn_id}, synthetic=True, raw=raw))
         self.messages.user_echo = text
+        self.prompts += 1
+        style = self.user_item
         if text.strip() or parts:
             self.user_messages += 1
-            native = f"user_{self.user_messages}"
+            native = style.native.format(n=self.prompts if style.count_every_message else self.user_messages)
+            shown = text.strip() if style.trim else text
             item = make_item(
                 item_id=self.ids.for_native(native),
                 native_item_id=native,
                 kind="message",
                 role="user",
-                content=[{"type": "text", "text": text}, *parts] if text else list(parts),
+                content=[{"type": "text", "text": shown}, *parts] if shown else list(parts),
                 status="in_progress",
             )
-            out.extend(self.lifecycle.started(item, raw=raw, synthetic=True))
+            out.extend(self.lifecycle.started(item, raw=raw, synthetic=style.synthetic))
             done = dict(item, status="completed")
-            out.extend(self.lifecycle.completed(done, raw=raw, synthetic=True))
+            out.extend(self.lifecycle.completed(done, raw=raw, synthetic=style.synthetic))
         return out
 
     def turn_ended(self, turn_id: str, metadata: dict[str, Any], raw: Any) -> list[EventDraft]:

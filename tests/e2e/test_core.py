@@ -107,6 +107,9 @@ def test_ok_prompt_gives_the_legacy_sequence(client: httpx.Client) -> None:
     assert user_started["role"] == "user" and user_started["status"] == "in_progress"
     assert user_done["content"] == [{"type": "text", "text": OK_PROMPT}]
     assert user_done["item_id"] == "itm_1"
+    # The mock's user item as legacy §10.1 has it: the agent's, native id mock_<n>_user.
+    assert user_started["native_item_id"] == user_done["native_item_id"] == "mock_1_user"
+    assert [e["synthetic"] for e in evs[2:4]] == [False, False]
     assistant = evs[6]["data"]["item"]
     assert assistant["item_id"] == "itm_2"
     assert assistant["native_item_id"] == "mock_1_ok"

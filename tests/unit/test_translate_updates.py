@@ -8,7 +8,7 @@ import pytest
 
 from app.translate import session as translate_session
 from app.translate.extensions import rpc_error_data
-from app.translate.session import SessionTranslator, parse_time_ms, raw_hash
+from app.translate.session import MOCK_USER_ITEM, SessionTranslator, parse_time_ms, raw_hash
 from tests.unit.translate_support import end_turn, feed, items, notification, text_chunk, types
 
 ENTRIES = [
@@ -285,3 +285,19 @@ def test_turn_started_records_the_user_item_and_closes_leftovers() -> None:
     assert out[1].data == {"phase": "started", "turn_id": "turn_2"} and out[1].raw is raw
     assert [p["type"] for p in out[3].data["item"]["content"]] == ["text", "file_ref"]
     assert out[3].data["item"]["native_item_id"] == "user_1"
+
+
+def test_the_mock_user_item_is_the_legacy_one() -> None:
+    """mock_<n>_user with n counting every message (empty ones too), trimmed, from the agent."""
+    t = SessionTranslator(user_item=MOCK_USER_ITEM)
+    assert [d.type for d in t.turn_started("turn_1", "   ", [], raw=None)] == ["turn.started"]
+    out = t.turn_started("turn_2", "  hi  ", [], raw=None)
+    assert [d.type for d in out] == ["turn.started", "item.started", "item.completed"]
+    items = [d.data["item"] for d in out[1:]]
+    assert [i["native_item_id"] for i in items] == ["mock_2_user", "mock_2_user"]
+    assert items[1]["content"] == [{"type": "text", "text": "hi"}]
+    assert [d.synthetic for d in out] == [True, False, False]
+    default = SessionTranslator()
+    default.turn_started("turn_1", "", [], raw=None)
+    mine = default.turn_started("turn_2", " hi ", [], raw=None)[1].data["item"]
+    assert mine["native_item_id"] == "user_1" and mine["content"] == [{"type": "text", "text": " hi "}]
