@@ -54,7 +54,7 @@ def _caps(true_keys: str) -> dict[str, bool]:
 # The legacy table (behavior §9.2), per legacy agent id.
 LEGACY_CAPABILITIES: dict[str, dict[str, bool]] = {
     "claude": _caps("permissions questions toolCalls toolResults textMessages mcpTools streamingDeltas"),
-    "codex": _caps(" ".join(CAPABILITY_KEYS)),
+    "codex": _caps(" ".join(k for k in CAPABILITY_KEYS if k != "questions")),
     "opencode": _caps(
         "toolCalls toolResults textMessages images fileAttachments sessionLifecycle errorEvents "
         "mcpTools streamingDeltas itemStarted sharedProcess"

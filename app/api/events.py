@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 import anyio
 from fastapi import APIRouter, Request
@@ -128,6 +129,13 @@ _dropped_readers = _DroppedReaders()
 
 class EventStream(EventSourceResponse):
     """sse-starlette's response; a reader that accepts nothing for the send timeout is dropped."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # `text/event-stream` as legacy sent it (starlette would add a charset parameter).
+        self.raw_headers = [
+            (name, b"text/event-stream" if name == b"content-type" else value) for name, value in self.raw_headers
+        ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:

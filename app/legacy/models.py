@@ -12,7 +12,9 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    # strict: JSON types are taken as they are (no "yes" for a boolean, no "5" for a number), as the
+    # legacy server's serde did; a mismatch is its 422.
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, strict=True)
 
 
 # ---- requests ---------------------------------------------------------------------------------

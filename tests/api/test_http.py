@@ -129,6 +129,8 @@ def test_agents_listing(client: httpx.Client) -> None:
     assert mock["capabilities"]["sharedProcess"] is False
     codex = agents[1]
     assert codex["serverStatus"] == {"status": "stopped", "restartCount": 0}
+    # behavior §9.2: codex has every capability but questions
+    assert [k for k, v in codex["capabilities"].items() if not v] == ["questions"]
     assert "serverStatus" not in agents[0]
 
 
@@ -223,6 +225,11 @@ def test_body_and_query_errors_keep_legacy_statuses(client: httpx.Client) -> Non
     assert client.post(url, json={"nope": 1}).status_code == 422
     assert client.post("/v1/sessions/fmt2", json={}).status_code == 422
     assert client.post(url, json={"message": "x", "extra": 1}).status_code == 204  # unknown fields ignored
+    # JSON types are strict, as serde's were: no coercion of strings or numbers.
+    assert client.post(url, json={"message": 5}).status_code == 422
+    assert client.post("/v1/agents/mock/install", json={"reinstall": "yes"}).status_code == 422
+    assert client.post("/v1/agents/mock/install", json={"reinstall": 1}).status_code == 422
+    assert client.post("/v1/fs/move", json={"from": "a", "to": "b", "overwrite": "yes"}).status_code == 422
     assert (
         client.post(url, content=b'{"message":"x"}', headers={"content-type": "application/merge+json"}).status_code
         == 204

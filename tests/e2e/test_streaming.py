@@ -128,7 +128,7 @@ def stream_message(client: httpx.Client, sid: str, message: str) -> tuple[list[d
     """POST messages/stream; the events, and the raw body (read to its end: the server closes it)."""
     with client.stream("POST", f"/v1/sessions/{sid}/messages/stream", json={"message": message}) as response:
         assert response.status_code == 200, response.read()
-        assert response.headers["content-type"].startswith("text/event-stream")
+        assert response.headers["content-type"] == "text/event-stream"  # as legacy: no charset
         body = response.read().decode()
     return parse_sse_frames(body), body
 
