@@ -43,7 +43,9 @@ def block_to_part(block: Any, *, reasoning: bool = False) -> dict[str, Any]:
         return {"type": "json", "json": block}
     kind = block.get("type")
     if kind == "text" and isinstance(block.get("text"), str):
-        if reasoning:
+        # A text block marked with a reasoning visibility is reasoning wherever it comes (a whole
+        # message can mix text and reasoning parts).
+        if reasoning or meta_get(block, "reasoningVisibility") is not None:
             return {"type": "reasoning", "text": block["text"], "visibility": reasoning_visibility(block)}
         return {"type": "text", "text": block["text"]}
     if kind == "image":

@@ -201,7 +201,8 @@ def test_include_raw_carries_the_acp_messages(client: httpx.Client) -> None:
         evs = events(client, "core-raw", **{name: "true"})
         delta = next(e for e in evs if e["type"] == "item.delta")
         assert delta["raw"]["method"] == "session/update"
-        assert delta["raw"]["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        # The mock gives this reply whole (as legacy did), so its delta comes from that upsert.
+        assert delta["raw"]["params"]["update"]["sessionUpdate"] == "agent_message"
         ended = evs[-1]
         assert ended["type"] == "turn.ended" and ended["raw"]["result"]["stopReason"] == "end_turn"
     assert all(e["raw"] is None for e in events(client, "core-raw"))

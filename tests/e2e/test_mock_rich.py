@@ -147,24 +147,47 @@ def test_end_command_ends_without_turn_ended_and_the_session_goes_on(client: htt
 
 
 def test_rich_assistant_has_text_reasoning_and_json(client: httpx.Client) -> None:
+    """Legacy §10.2: started whole, two native deltas, completed whole; no synthetic delta."""
     evs = turn(run(client, "rich-rich", "Answer briefly and include your reasoning."))
-    assert [e["type"] for e in evs] == [
-        "item.started",
-        "item.delta",
-        "item.delta",
-        "item.delta",
-        "item.completed",
-        "turn.ended",
-    ]
-    assert [e["data"]["delta"] for e in evs[1:3]] == ["Mock assistant ", "response with rich content."]
-    item = evs[4]["data"]["item"]
-    assert item["native_item_id"] == "mock_1_assistant_rich" and item["role"] == "assistant"
-    assert item["content"] == [
+    assert [e["type"] for e in evs] == ["item.started", "item.delta", "item.delta", "item.completed", "turn.ended"]
+    assert [e["data"]["delta"] for e in evs[1:3]] == ["Mock assistant ", "streaming delta."]
+    assert [e["synthetic"] for e in evs[:4]] == [False, False, False, False]
+    content = [
         {"type": "text", "text": "Mock assistant response with rich content."},
         {"type": "reasoning", "text": "Public reasoning for display.", "visibility": "public"},
         {"type": "reasoning", "text": "Private reasoning hidden by default.", "visibility": "private"},
         {"type": "json", "json": {"stage": "analysis", "ok": True}},
     ]
+    for event in (evs[0], evs[3]):
+        item = event["data"]["item"]
+        assert item["native_item_id"] == "mock_1_assistant_rich" and item["role"] == "assistant"
+        assert item["content"] == content
+
+
+def test_single_text_replies_get_the_synthetic_delta(client: httpx.Client) -> None:
+    """Legacy §10.1 example: started with the text, a synthetic (daemon) delta, completed."""
+    evs = turn(run(client, "rich-ok", "Reply with exactly the single word OK."))
+    assert [(e["type"], e["source"]) for e in evs] == [
+        ("item.started", "agent"),
+        ("item.delta", "daemon"),
+        ("item.completed", "agent"),
+        ("turn.ended", "daemon"),
+    ]
+    assert evs[0]["data"]["item"]["content"] == [{"type": "text", "text": "OK"}]
+    assert evs[1]["data"]["delta"] == "OK"
+
+
+def test_markdown_and_image_as_legacy(client: httpx.Client) -> None:
+    evs = turn(run(client, "rich-md", "markdown"))
+    assert [e["type"] for e in evs] == ["item.started", *["item.delta"] * 8, "item.completed", "turn.ended"]
+    assert evs[0]["data"]["item"]["content"] == [{"type": "text", "text": "Markdown demo (streaming follows)..."}]
+    document = "".join(e["data"]["delta"] for e in evs[1:9])
+    assert document.startswith("# Markdown Demo\n") and document.endswith("End of markdown demo.")
+    assert evs[9]["data"]["item"]["content"] == [{"type": "text", "text": document}]
+    image = turn(run(client, "rich-img", "image"))
+    assert [e["type"] for e in image] == ["item.started", "item.delta", "item.completed", "turn.ended"]
+    assert [p["type"] for p in image[0]["data"]["item"]["content"]] == ["text", "image"]
+    assert image[1]["synthetic"] is True
 
 
 def test_demo_runs_every_part_in_legacy_order(client: httpx.Client) -> None:
@@ -194,6 +217,16 @@ def test_demo_runs_every_part_in_legacy_order(client: httpx.Client) -> None:
     # Items complete in the order they start: each marker is done before its part begins.
     order = [e["data"]["item"]["item_id"] for e in evs if e["type"] == "item.started"]
     assert order == [e["data"]["item"]["item_id"] for e in evs if e["type"] == "item.completed"]
+    # Marker 8 and 9 are complete before their requests (legacy: each marker is a whole message).
+    for marker, request in (("mock_1_marker_8", "permission.requested"), ("mock_1_marker_9", "question.requested")):
+        if request not in types:
+            continue
+        marker_done = next(
+            i
+            for i, e in enumerate(evs)
+            if e["type"] == "item.completed" and e["data"]["item"]["native_item_id"] == marker
+        )
+        assert marker_done < types.index(request)
 
 
 def test_plan_command_gives_status_items(client: httpx.Client) -> None:

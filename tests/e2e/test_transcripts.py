@@ -60,7 +60,7 @@ def test_a_session_is_recorded_both_ways_and_closed_at_terminate(recording_bridg
         )
         assert lines.index(next(line for line in lines if line["msg"] is request)) < answer_at
     updates = [m for m in received if m.get("method") == "session/update"]
-    assert any(u["params"]["update"]["sessionUpdate"] == "agent_message_chunk" for u in updates)
+    assert any(u["params"]["update"]["sessionUpdate"] == "agent_message" for u in updates)  # the OK reply, whole
     assert any(m.get("result", {}).get("stopReason") == "end_turn" for m in received if "result" in m)
 
 

@@ -272,3 +272,21 @@ def test_a_delta_is_written_as_the_encoder_writes_it() -> None:
     assert len(deltas) == len(texts) + 1
     for draft in deltas:
         assert draft.data_json == dumps(draft.data)
+
+
+def test_a_whole_message_can_mix_text_and_marked_reasoning() -> None:
+    t = SessionTranslator()
+    thought = {"type": "text", "text": "why", "_meta": {"sandbox-agent/reasoningVisibility": "private"}}
+    update = {
+        "sessionUpdate": "agent_message",
+        "messageId": "w1",
+        "content": [{"type": "text", "text": "answer"}, thought],
+        "_meta": {"sandbox-agent/status": "completed"},
+    }
+    out = feed(t, update)
+    assert [d.type for d in out] == ["item.started", "item.delta", "item.completed"]
+    assert out[2].data["item"]["content"] == [
+        {"type": "text", "text": "answer"},
+        {"type": "reasoning", "text": "why", "visibility": "private"},
+    ]
+    assert out[1].synthetic is True and out[1].data["delta"] == "answer"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .script import COMMANDS, Context, Step, chunk, command, exact, say, update
+from .script import COMMANDS, Context, Step, chunk, command, exact, say, stream, update, whole
 
 META = "sandbox-agent/"
 # A 1x1 transparent PNG: image blocks carry real image data.
@@ -40,21 +40,19 @@ def system_steps(ctx: Context) -> list[Step]:
 
 
 def rich_steps(ctx: Context) -> list[Step]:
-    """One message item: text, public and private reasoning, and a JSON part, streamed as chunks that
-    share a messageId (text and thought chunks)."""
-    rich = ctx.id("assistant_rich")
+    """One message item: text, public and private reasoning, and a JSON part; it starts whole,
+    streams two deltas and completes whole, as the legacy mock's did."""
     analysis = {"stage": "analysis", "ok": True}
-    resource = {
-        "type": "resource",
-        "resource": {"uri": "mock://analysis.json", "mimeType": "application/json", "text": json.dumps(analysis)},
-    }
-    return [
-        chunk(rich, "Mock assistant "),
-        chunk(rich, "response with rich content."),
-        chunk(rich, "Public reasoning for display.", "agent_thought_chunk", reasoningVisibility="public"),
-        chunk(rich, "Private reasoning hidden by default.", "agent_thought_chunk", reasoningVisibility="private"),
-        message(rich, resource),
+    parts = [
+        text("Mock assistant response with rich content."),
+        {**text("Public reasoning for display."), "_meta": meta(reasoningVisibility="public")},
+        {**text("Private reasoning hidden by default."), "_meta": meta(reasoningVisibility="private")},
+        {
+            "type": "resource",
+            "resource": {"uri": "mock://analysis.json", "mimeType": "application/json", "text": json.dumps(analysis)},
+        },
     ]
+    return stream(ctx.id("assistant_rich"), parts, ("Mock assistant ", "streaming delta."), parts)
 
 
 def status_steps(ctx: Context) -> list[Step]:
@@ -106,7 +104,7 @@ def tool_steps(ctx: Context) -> list[Step]:
 def image_steps(ctx: Context) -> list[Step]:
     image = ctx.id("image")
     block = {"type": "image", "mimeType": "image/png", "data": PIXEL_PNG, "uri": f"{ctx.prefix}/image.png"}
-    return [chunk(image, "Here is a mock image output."), message(image, block)]
+    return [whole(image, [text("Here is a mock image output."), block])]
 
 
 def unknown_steps(ctx: Context) -> list[Step]:

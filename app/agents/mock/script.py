@@ -78,9 +78,35 @@ def chunk(message_id: str, text: str, kind: str = "agent_message_chunk", **meta:
     return {"update": {"sessionUpdate": kind, "messageId": message_id, "content": content}}
 
 
-def say(message_id: str, *chunks: str) -> list[Step]:
-    """An assistant message streamed as one chunk per argument."""
-    return [chunk(message_id, text) for text in chunks]
+def whole(message_id: str, blocks: list[dict[str, Any]], status: str = "completed") -> Step:
+    """An assistant message given whole (ACP v2 ``agent_message``, which replaces what came before
+    under its messageId), in progress or done: the legacy mock's items came whole, not streamed."""
+    return update(
+        {
+            "sessionUpdate": "agent_message",
+            "messageId": message_id,
+            "content": blocks,
+            "_meta": {"sandbox-agent/status": status},
+        }
+    )
+
+
+def say(message_id: str, text: str) -> list[Step]:
+    """An assistant message as the legacy mock had it: item.started with the whole text, then the
+    bridge's synthetic item.delta (an item that streamed none gets one) and item.completed."""
+    return [whole(message_id, [{"type": "text", "text": text}])]
+
+
+def stream(
+    message_id: str, started: list[dict[str, Any]], chunks: tuple[str, ...], done: list[dict[str, Any]]
+) -> list[Step]:
+    """A message that starts with ``started``, streams ``chunks`` (one item.delta each) and ends as
+    ``done``: the legacy mock's streamed items, whose deltas need not add up to the content."""
+    return [
+        whole(message_id, started, "in_progress"),
+        *(chunk(message_id, text) for text in chunks),
+        whole(message_id, done),
+    ]
 
 
 def update(payload: dict[str, Any]) -> Step:
@@ -107,16 +133,21 @@ HELP_TEXT = "\n".join(
     ]
 )
 
+# The legacy markdown fixture: a started text, then these chunks, then the whole document.
+MARKDOWN_STARTED = "Markdown demo (streaming follows)..."
 MARKDOWN_CHUNKS = (
-    "# Markdown demo\n\nThis reply streams **markdown** in eight chunks, with *emphasis* and `code`.\n\n",
-    "## Lists\n\n- first item\n- second item\n  - nested item\n\n1. one\n2. two\n\n",
-    "> A blockquote, to check quoting.\n\n",
-    "```ts\nfunction greet(name: string): string {\n  return `Hello, ${name}!`;\n}\n```\n\n",
-    "| column | value |\n| --- | --- |\n| alpha | 1 |\n| beta | 2 |\n\n",
-    "A [link](https://example.com) in a sentence.\n\n",
-    "---\n\n",
+    "# Markdown Demo\n\n**Bo",
+    "ld**, *ita",
+    "lic*, ***bold-",
+    "italic***, and ~~stri",
+    "kethrough~~.\n\nInline code: `const x = 1`.\n\n## Lists\n- Item one\n  - Nested item\n- Item two\n\n1.",
+    " First\n2. Second\n\n> Blockquote with **bold** text.\n\n## Code\n```t",
+    "s\nconst answer: number = 42;\nconsole.log(answer);\n```\n\n## Table\n| Column A | Column B |\n"
+    "|:---------|---------:|\n| Left",
+    "     | Right    |\n| Alpha    | Beta     |\n\n## Link\n[Example](https://example.com)\n\n---\n\n"
     "End of markdown demo.",
 )
+MARKDOWN_DOCUMENT = "".join(MARKDOWN_CHUNKS)
 
 
 @exact("Reply with exactly the single word OK.")
@@ -146,7 +177,8 @@ def _echo(ctx: Context) -> list[Step]:
 
 @command("markdown")
 def _markdown(ctx: Context) -> list[Step]:
-    return say(ctx.id("markdown"), *MARKDOWN_CHUNKS)
+    text = {"type": "text", "text": MARKDOWN_STARTED}
+    return stream(ctx.id("markdown"), [text], MARKDOWN_CHUNKS, [{"type": "text", "text": MARKDOWN_DOCUMENT}])
 
 
 def _echo_reply(ctx: Context) -> list[Step]:
