@@ -1,4 +1,4 @@
-"""Real ACP agents from npm (claude-code-acp, gemini-cli) reading, writing and running a shell
+"""Real ACP agents from npm (claude-code-acp, claude-agent-acp, gemini-cli) reading, writing and running a shell
 through the bridge.
 
 Everything runs offline inside a loopback-only network namespace: the fake LLM, the bridge and the
@@ -43,7 +43,7 @@ def run_driver(agent: str, out: Path) -> dict[str, Any]:
     return report
 
 
-@pytest.fixture(scope="module", params=["claude-code", "gemini"])
+@pytest.fixture(scope="module", params=["claude-code", "claude-agent", "gemini"])
 def real(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     agent: str = request.param
     return run_driver(agent, tmp_path_factory.mktemp(f"real-{agent}") / "report.json")

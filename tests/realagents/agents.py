@@ -127,6 +127,16 @@ RECIPES: dict[str, AgentRecipe] = {
             client_services=("fs/read_text_file", "fs/write_text_file", "terminal/create"),
         ),
         AgentRecipe(
+            # The adapter the bridge installs for the legacy `claude` id: its tools run inside the
+            # bundled Claude Code, so it calls none of the bridge's file or terminal services.
+            name="claude-agent",
+            package="@zed-industries/claude-agent-acp",
+            version="0.23.1",
+            bin="node_modules/.bin/claude-agent-acp",
+            env=_claude_env,
+            no_ask_mode="bypassPermissions",
+        ),
+        AgentRecipe(
             name="gemini",
             package="@google/gemini-cli",
             version="0.61.0",
