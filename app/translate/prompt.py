@@ -62,6 +62,14 @@ def prompt_blocks(
     return blocks
 
 
+def attachments_text(message: str, attachments: list[Attachment]) -> str:
+    """The message with its attachments listed as the legacy server put them in the prompt text
+    (behavior §3.8), which is what the legacy mock saw."""
+    if not attachments:
+        return message
+    return message + "\n\nAttachments:\n" + "".join(f"- {attachment.path}\n" for attachment in attachments)
+
+
 def user_item_parts(attachments: list[Attachment]) -> list[dict[str, Any]]:
     """The attachments as parts of the user's message item."""
     parts: list[dict[str, Any]] = []

@@ -330,3 +330,17 @@ def test_messages_stream_with_include_raw(client: httpx.Client) -> None:
     assert got[-1]["type"] == "turn.ended" and got[-1]["raw"]["result"]["stopReason"] == "end_turn"
     tool_events = [e for e in got if e["type"].startswith("item.") and e["data"]["item"]["kind"].startswith("tool")]
     assert len(tool_events) == 4 and all(e["raw"] is not None for e in tool_events)
+
+
+def test_attachments_reach_the_mock_as_legacy_text(client: httpx.Client) -> None:
+    """Legacy §3.8: the mock saw `message + "\\n\\nAttachments:\\n- <path>\\n"...`, in its user item too."""
+    create_session(client, "rich-attach")
+    attachments = [{"path": "/tmp/shot.png", "mime": "image/png"}, {"path": "/srv/notes.txt"}]
+    send(client, "rich-attach", "hello", attachments=attachments)
+    evs = wait_for_events(client, "rich-attach", lambda e: e[-1]["type"] in DONE and len(e) > 2)
+    combined = "hello\n\nAttachments:\n- /tmp/shot.png\n- /srv/notes.txt"
+    done = [e["data"]["item"] for e in evs if e["type"] == "item.completed"]
+    assert [(i["native_item_id"], i["content"]) for i in done] == [
+        ("mock_1_user", [{"type": "text", "text": combined}]),
+        ("mock_1_reply", [{"type": "text", "text": combined}]),
+    ]

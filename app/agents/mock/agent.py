@@ -12,8 +12,23 @@ import json
 import os
 import sys
 from typing import Any
+from urllib.parse import unquote
 
 from .script import Context, Step, script_for
+
+
+def prompt_text(blocks: list[dict[str, Any]]) -> str:
+    """The prompt as the legacy mock saw it: the text, then its attachments listed (behavior §3.8)."""
+    text = "".join(block.get("text", "") for block in blocks if block.get("type") == "text")
+    paths = [
+        unquote(block["uri"].removeprefix("file://"))
+        for block in blocks
+        if block.get("type") in ("resource_link", "image") and isinstance(block.get("uri"), str)
+    ]
+    if paths:
+        text += "\n\nAttachments:\n" + "".join(f"- {path}\n" for path in paths)
+    return text
+
 
 PROTOCOL_VERSION = 1
 LINE_LIMIT = 64 * 1024 * 1024
@@ -173,7 +188,7 @@ class MockAgent:
         session_id = params.get("sessionId", "")
         session = self._session(params)
         self._cancelled.discard(session_id)
-        text = "".join(block.get("text", "") for block in params.get("prompt", []) if block.get("type") == "text")
+        text = prompt_text(params.get("prompt", []))
         session["n"] += 1
         session["prompt_meta"] = params.get("_meta") or {}
         ctx = Context(prefix=f"mock_{session['n']}", message=text.strip(), session=session, agent=self)
