@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -16,7 +17,7 @@ from starlette.types import Receive, Scope, Send
 
 from app.events.log import SessionEventLog, StoredEvent
 from app.legacy.models import EventsResponse
-from app.translate.drafts import TERMINAL_TYPES
+from app.translate.drafts import SESSION_ENDED, TERMINAL_TYPES, TURN_STARTED
 
 from . import deps
 from .parsing import Query, path_param
@@ -66,15 +67,24 @@ def frames(events: list[StoredEvent], include_raw: bool) -> bytes:
 
 
 async def _follow(
-    log: SessionEventLog, after: int, include_raw: bool, *, stop_at_terminal: bool, shutdown: anyio.Event
+    log: SessionEventLog,
+    after: int,
+    include_raw: bool,
+    *,
+    stop_at_terminal: bool,
+    shutdown: anyio.Event,
+    turn_id: str | None = None,
 ) -> AsyncIterator[bytes]:
     """Batches of frames: the events the reader has not seen yet go out in one write each.
 
     The reader is a cursor on the log (everything is by sequence), so taking it when the stream
     starts, from ``after``, can miss nothing recorded meanwhile. When the server stops, the stream
-    ends properly (a complete chunked body) rather than being cut.
+    ends properly (a complete chunked body) rather than being cut. With ``turn_id``, the stream is
+    that turn's: what comes before its turn.started (the end of a turn still running when the
+    message was queued) is skipped, unless the session ends first.
     """
     sub = log.subscribe(after)
+    own_start = None if turn_id is None else f'"turn_id":{json.dumps(turn_id)}'
 
     async def close_on_shutdown() -> None:
         await shutdown.wait()
@@ -86,6 +96,17 @@ async def _follow(
             batch = await sub.next_batch()
             if not batch:
                 return
+            if own_start is not None:
+                for index, event in enumerate(batch):
+                    if event.type == TURN_STARTED and own_start in event.json:
+                        batch = batch[index:]
+                        own_start = None
+                        break
+                    if event.type == SESSION_ENDED:
+                        yield frames([event], include_raw)
+                        return
+                else:
+                    continue
             if stop_at_terminal:
                 for index, event in enumerate(batch):
                     if event.type in TERMINAL_TYPES:
@@ -152,11 +173,17 @@ class EventStream(EventSourceResponse):
 
 
 def _sse(
-    request: Request, log: SessionEventLog, after: int, include_raw: bool, *, stop_at_terminal: bool
+    request: Request,
+    log: SessionEventLog,
+    after: int,
+    include_raw: bool,
+    *,
+    stop_at_terminal: bool,
+    turn_id: str | None = None,
 ) -> EventSourceResponse:
     settings = deps.settings(request)
     shutdown = anyio.Event()
-    stream = _follow(log, after, include_raw, stop_at_terminal=stop_at_terminal, shutdown=shutdown)
+    stream = _follow(log, after, include_raw, stop_at_terminal=stop_at_terminal, shutdown=shutdown, turn_id=turn_id)
     return EventStream(
         stream,
         shutdown_event=shutdown,
@@ -190,5 +217,5 @@ async def post_message_stream(session_id: str, request: Request) -> EventSourceR
     session = deps.manager(request).get(sid)
     # The cursor is taken before sending: nothing of this turn can be missed, no history is replayed.
     after = session.log.last_sequence
-    await accept_message(request, sid)
-    return _sse(request, session.log, after, include_raw, stop_at_terminal=True)
+    turn_id = await accept_message(request, sid)
+    return _sse(request, session.log, after, include_raw, stop_at_terminal=True, turn_id=turn_id)

@@ -31,14 +31,15 @@ async def create_session(session_id: str, request: Request) -> JSONResponse:
     return JSONResponse({"healthy": True, "nativeSessionId": session.native_session_id})
 
 
-async def accept_message(request: Request, session_id: str) -> None:
-    """Shared by messages and messages/stream: parse, check, hand the message to the session."""
+async def accept_message(request: Request, session_id: str) -> str:
+    """Shared by messages and messages/stream: parse, check, hand the message to the session.
+    Returns the id of the message's turn."""
     body = await json_body(request, MessageRequest)
     session = deps.manager(request).get(session_id)
     attachments = [
         Attachment(resolve_attachment_path(a.path, session.fs_root), a.mime, a.filename) for a in body.attachments or []
     ]
-    session.send_message(body.message, attachments)
+    return session.send_message(body.message, attachments)
 
 
 @router.post("/v1/sessions/{session_id}/messages", operation_id="post_message", status_code=204)

@@ -246,9 +246,9 @@ class Session:
             code = self.exit_info.code if self.exit_info else None
             raise AgentProcessExited(self.spec.id, code, self.process.stderr.text() if self.process else None)
 
-    def send_message(self, message: str, attachments: list[Attachment]) -> None:
+    def send_message(self, message: str, attachments: list[Attachment]) -> str:
         """Accept a message: its turn starts now (turn.started recorded before returning) or after
-        the turn in flight, since ACP agents take one prompt at a time."""
+        the turn in flight, since ACP agents take one prompt at a time. Returns the turn's id."""
         self.check_accepting()
         assert self.connection is not None
         image_capable = bool(self.connection.prompt_capabilities.get("image"))
@@ -276,6 +276,7 @@ class Session:
             self._start_turn(turn)
         else:
             self._queued.append(turn)
+        return turn.turn_id
 
     def _start_turn(self, turn: Turn) -> None:
         self._idle.clear()

@@ -366,6 +366,41 @@ def test_messages_stream_closes_at_session_ended(sclient: httpx.Client) -> None:
     assert evs[-1]["data"] == {"reason": "terminated", "terminated_by": "daemon"}
 
 
+def test_messages_stream_sent_during_a_turn_streams_its_own_turn(sclient: httpx.Client) -> None:
+    """A message sent while a turn waits on permissions is queued; its stream skips the end of the
+    running turn and follows its own, from its turn.started to its turn.ended."""
+    sid = "st-queued"
+    create_session(sclient, sid)
+    send(sclient, sid, "permission")
+    asked = wait_for_events(sclient, sid, until_type("permission.requested", 2))
+    result: dict[str, Any] = {}
+    accepted = threading.Event()
+
+    def stream() -> None:
+        with httpx.Client(base_url=sclient.base_url, timeout=30) as c:
+            with c.stream("POST", f"/v1/sessions/{sid}/messages/stream", json={"message": OK_PROMPT}) as response:
+                result["status"] = response.status_code
+                accepted.set()
+                result["events"] = parse_sse_frames(response.read().decode())
+
+    thread = threading.Thread(target=stream)
+    thread.start()
+    assert accepted.wait(10)
+    for event in asked:
+        if event["type"] == "permission.requested":
+            pid = event["data"]["permission_id"]
+            reply = sclient.post(f"/v1/sessions/{sid}/permissions/{pid}/reply", json={"reply": "once"})
+            assert reply.status_code == 204
+    thread.join(30)
+    assert not thread.is_alive() and result["status"] == 200
+    evs = result["events"]
+    assert evs[0]["type"] == "turn.started" and evs[0]["data"]["turn_id"] == "turn_2"
+    assert evs[-1]["type"] == "turn.ended" and evs[-1]["data"]["turn_id"] == "turn_2"
+    assert "permission.resolved" not in types(evs)  # the first turn's end is not in this stream
+    items = [e["data"]["item"]["native_item_id"] for e in evs if e["type"] == "item.completed"]
+    assert items == ["mock_2_user", "mock_2_ok"]
+
+
 def test_messages_stream_closes_when_the_agent_dies(sclient: httpx.Client) -> None:
     create_session(sclient, "st-died", agent="probe-exit")
     evs, _ = stream_message(sclient, "st-died", "hello")
