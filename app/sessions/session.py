@@ -21,7 +21,7 @@ from app.translate.drafts import ERROR, SESSION_ENDED, SESSION_STARTED, EventDra
 from app.translate.extensions import rpc_error_data
 from app.translate.outgoing import mcp_servers as mcp_servers  # moved to translate/; kept importable here
 from app.translate.outgoing import prompt_params, session_new_params
-from app.translate.prompt import Attachment, attachments_text, prompt_blocks, user_item_parts
+from app.translate.prompt import Attachment, prompt_blocks, user_item_parts
 from app.translate.session import MOCK_USER_ITEM, SessionTranslator, UserItemStyle
 
 from . import services
@@ -260,17 +260,13 @@ class Session:
                     with contextlib.suppress(OSError):
                         with open(attachment.path, "rb") as fh:
                             image_data[attachment.path] = fh.read()
-        user_text, user_parts = message, user_item_parts(attachments)
-        if self.spec.is_mock and attachments:
-            # The legacy mock had the attachments as text in its prompt and its user item (§3.8).
-            user_text, user_parts = attachments_text(message, attachments), []
         self._turns += 1
         turn = Turn(
             number=self._turns,
             turn_id=f"turn_{self._turns}",
-            message=user_text,
+            message=message,
             blocks=prompt_blocks(message, attachments, image_capable=image_capable, image_data=image_data),
-            user_parts=user_parts,
+            user_parts=user_item_parts(attachments),
         )
         if self._turn_task is None:
             self._start_turn(turn)

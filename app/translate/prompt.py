@@ -62,12 +62,12 @@ def prompt_blocks(
     return blocks
 
 
-def attachments_text(message: str, attachments: list[Attachment]) -> str:
+def attachments_text(message: str, paths: list[str]) -> str:
     """The message with its attachments listed as the legacy server put them in the prompt text
     (behavior §3.8), which is what the legacy mock saw."""
-    if not attachments:
+    if not paths:
         return message
-    return message + "\n\nAttachments:\n" + "".join(f"- {attachment.path}\n" for attachment in attachments)
+    return message + "\n\nAttachments:\n" + "".join(f"- {path}\n" for path in paths)
 
 
 def user_item_parts(attachments: list[Attachment]) -> list[dict[str, Any]]:

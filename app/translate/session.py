@@ -32,6 +32,7 @@ from .drafts import AGENT_UNPARSED, TURN_ENDED, TURN_STARTED, EventDraft
 from .envelope import dumps
 from .items import ItemIds, ItemLifecycle, make_item
 from .messages import CHUNK_KINDS, UPSERT_KINDS, MessageAssembler
+from .prompt import attachments_text
 from .tools import ToolCalls
 
 
@@ -65,11 +66,15 @@ class UserItemStyle:
     count_every_message: bool = False  # n counts empty messages too
     synthetic: bool = True
     trim: bool = False
+    attachments_as_text: bool = False  # listed in the text (legacy §3.8) instead of as parts
 
 
 # The legacy mock's own user item (behavior §10.1): `mock_<n>_user` where n counts every message, as
-# the mock's other native ids do; from the agent (not synthetic); the trimmed text.
-MOCK_USER_ITEM = UserItemStyle("mock_{n}_user", count_every_message=True, synthetic=False, trim=True)
+# the mock's other native ids do; from the agent (not synthetic); the trimmed text, with the
+# attachments listed in it as the legacy mock saw them.
+MOCK_USER_ITEM = UserItemStyle(
+    "mock_{n}_user", count_every_message=True, synthetic=False, trim=True, attachments_as_text=True
+)
 
 
 UpdateHandler = Callable[["SessionTranslator", dict[str, Any], Any], list[EventDraft]]
@@ -184,6 +189,8 @@ class SessionTranslator:
         self.messages.user_echo = text
         self.prompts += 1
         style = self.user_item
+        if style.attachments_as_text and parts:
+            text, parts = attachments_text(text, [part["path"] for part in parts]), []
         if text.strip() or parts:
             self.user_messages += 1
             native = style.native.format(n=self.prompts if style.count_every_message else self.user_messages)

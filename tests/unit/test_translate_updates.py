@@ -297,6 +297,9 @@ def test_the_mock_user_item_is_the_legacy_one() -> None:
     assert [i["native_item_id"] for i in items] == ["mock_2_user", "mock_2_user"]
     assert items[1]["content"] == [{"type": "text", "text": "hi"}]
     assert [d.synthetic for d in out] == [True, False, False]
+    image = {"type": "image", "path": "/tmp/a.png", "mime": "image/png"}
+    listed = t.turn_started("turn_3", "look", [image], raw=None)[1].data["item"]
+    assert listed["content"] == [{"type": "text", "text": "look\n\nAttachments:\n- /tmp/a.png"}]
     default = SessionTranslator()
     default.turn_started("turn_1", "", [], raw=None)
     mine = default.turn_started("turn_2", " hi ", [], raw=None)[1].data["item"]
