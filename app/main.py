@@ -36,7 +36,7 @@ ROUTERS = [
 
 def open_store(settings: Settings) -> EventStore:
     """The durable event store in the data dir; it touches the disk only when the server starts."""
-    return SqliteEventStore(settings.resolved_data_dir())
+    return SqliteEventStore(settings.resolved_data_dir(), backlog_bytes=settings.event_backlog_bytes)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -36,6 +36,7 @@ async def accept_message(request: Request, session_id: str) -> str:
     Returns the id of the message's turn."""
     body = await json_body(request, MessageRequest)
     session = deps.manager(request).get(session_id)
+    deps.manager(request).check_storage()
     attachments = [
         Attachment(resolve_attachment_path(a.path, session.fs_root), a.mime, a.filename) for a in body.attachments or []
     ]

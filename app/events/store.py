@@ -75,6 +75,9 @@ class EventStore(Protocol):
     def load_sessions(self) -> list[dict[str, Any]]:
         """Every saved session record, oldest first."""
 
+    def delete_session(self, session_id: str) -> None:
+        """Remove the session's record and events."""
+
     def close(self) -> None:
         """Write out everything taken and release the storage."""
 
@@ -133,6 +136,11 @@ class MemoryEventStore:
 
     def load_sessions(self) -> list[dict[str, Any]]:
         return list(self._sessions.values())
+
+    def delete_session(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+        self._events.pop(session_id, None)
+        self._seqs.pop(session_id, None)
 
     def close(self) -> None:
         pass

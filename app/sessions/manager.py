@@ -16,6 +16,7 @@ from app.errors import (
     ModeNotSupported,
     SessionAlreadyExists,
     SessionNotFound,
+    StorageUnavailable,
     UnsupportedAgent,
 )
 from app.events.log import SessionEventLog
@@ -77,7 +78,8 @@ class SessionManager:
         except UnsupportedAgent:  # an agents-file entry removed since: still listed, never run
             spec = AgentSpec(config.agent, None)
         session_id = info["sessionId"]
-        log_ = SessionEventLog(session_id, self.store, tail_size=self.settings.event_tail)
+        log_ = self.new_log(session_id)
+        log_.finish()  # ended: its events are read from the store
         session = Session(
             session_id, spec, config, log_, cwd=record["cwd"], fs_root=record["fs_root"], settings=self.settings
         )
@@ -92,6 +94,25 @@ class SessionManager:
             session.exit_info = ExitInfo(exit_info.get("code"), exit_info.get("signal"))
         session.extensions[PERSISTED] = True
         return session
+
+    def new_log(self, session_id: str) -> SessionEventLog:
+        settings = self.settings
+        return SessionEventLog(
+            session_id, self.store, tail_size=settings.event_tail, tail_bytes=settings.event_tail_bytes
+        )
+
+    def check_storage(self) -> None:
+        """503 while the data dir cannot take events: a new session or turn would not be kept."""
+        cause = self.store.unavailable
+        if cause is not None:
+            raise StorageUnavailable(cause)
+
+    def forget(self, session_id: str) -> None:
+        """Remove an ended session from the server and the store (retention)."""
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            session.log.close_subscribers()
+        self.store.delete_session(session_id)
 
     def normalise(self, spec: AgentSpec, request: dict[str, Any]) -> SessionConfig:
         """Model default and agentMode/permissionMode rules of behavior §4.2."""
@@ -126,6 +147,7 @@ class SessionManager:
         spec = self.registry.get(request["agent"])  # 400 unsupported_agent first
         if session_id in self._sessions or session_id in self._creating:
             raise SessionAlreadyExists(session_id)
+        self.check_storage()
         self._creating.add(session_id)
         try:
             if not spec.installed:
@@ -143,7 +165,7 @@ class SessionManager:
                 cwd = os.path.abspath(os.path.join(fs_root, os.path.expanduser(config.directory)))
                 if not os.path.isdir(cwd):
                     raise InvalidRequest(f"directory not found: {cwd}")
-            log_ = SessionEventLog(session_id, self.store, tail_size=self.settings.event_tail)
+            log_ = self.new_log(session_id)
             session = Session(session_id, spec, config, log_, cwd=cwd, fs_root=fs_root, settings=self.settings)
             await session.start()
             self._sessions[session_id] = session
@@ -181,6 +203,7 @@ def save_record(session: Session) -> None:
 
 async def _save_on_end(session: Session) -> None:
     save_record(session)  # how it ended (terminate, agent exit, server stop), its final title and model
+    session.log.finish()  # its events are read from the store from now on
 
 
 END_HOOKS.append(_save_on_end)
