@@ -145,9 +145,7 @@ class StorageUnavailable(BridgeError):
     error_type, title, status = "stream_error", "Storage Unavailable", 503
 
     def __init__(self, cause: str) -> None:
-        super().__init__(
-            f"storage unavailable: {cause}", details={"code": "storage_unavailable", "message": cause}
-        )
+        super().__init__(f"storage unavailable: {cause}", details={"code": "storage_unavailable", "message": cause})
 
 
 class Timeout(BridgeError):

@@ -73,11 +73,13 @@ def start_bridge(
     data_dir: Path | None = None,
     cwd: Path | None = None,
     port: int | None = None,
+    wrapper: list[str] | None = None,
 ) -> Bridge:
     port = port or free_port()
     data_dir = data_dir or (tmp / "data")
     log_path = tmp / f"bridge-{port}.log"
     argv = [sys.executable, "-m", "app", "server", "--port", str(port), "--data-dir", str(data_dir), *args]
+    argv = [*(wrapper or []), *argv]  # e.g. a command that runs the bridge in its own namespace
     if token:
         argv += ["--token", token]
     full_env = {**os.environ, **(env or {})}

@@ -33,6 +33,7 @@ from .envelope import dumps
 from .items import ItemIds, ItemLifecycle, make_item
 from .messages import CHUNK_KINDS, UPSERT_KINDS, MessageAssembler
 from .prompt import attachments_text
+from .text import clean_value, may_hold_surrogates
 from .tools import ToolCalls
 
 
@@ -90,6 +91,17 @@ def update_handler(*kinds: str) -> Callable[[UpdateHandler], UpdateHandler]:
     return register
 
 
+def _clean_update(update: dict[str, Any], chunk: bool) -> dict[str, Any]:
+    """Lone surrogates out of an update's strings (U+FFFD). A chunk's text keeps its own: the
+    message assembler joins a pair split across two chunks first."""
+    content = update.get("content")
+    text = content.get("text") if chunk and type(content) is dict else None
+    cleaned: dict[str, Any] = clean_value(update)  # type: ignore[assignment]
+    if type(text) is str and cleaned is not update:
+        cleaned["content"] = {**cleaned["content"], "text": text}
+    return cleaned
+
+
 def raw_hash(raw: Any) -> str | None:
     """sha256 of the raw payload: of its text for a stdout line, of its compact JSON otherwise."""
     if raw is None:
@@ -133,6 +145,8 @@ class SessionTranslator:
         kind = update.get("sessionUpdate")
         if type(kind) is not str:
             return self.unparsed("session/update without a sessionUpdate kind", "session/update", raw)
+        if may_hold_surrogates(raw):
+            update = _clean_update(update, kind in CHUNK_KINDS)
         if "_meta" in update:
             asked = extensions.unparsed_request(update)
             if asked is not None:

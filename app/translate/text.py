@@ -46,3 +46,30 @@ def is_high_surrogate(char: str) -> bool:
 
 def is_low_surrogate(char: str) -> bool:
     return "\udc00" <= char <= "\udfff"
+
+
+def may_hold_surrogates(raw: object) -> bool:
+    """Whether an agent message may carry a surrogate escape: only then is it worth walking.
+    (Looks at the message's own JSON text when kept; without it, assumes it may.)"""
+    text = getattr(raw, "json_text", None)
+    if text is None:
+        return True
+    return "\\ud" in text or "\\uD" in text
+
+
+def clean_value(value: object) -> object:
+    """``value`` (parsed JSON) with every string cleaned; containers are copied only if needed."""
+    if type(value) is str:
+        return clean_text(value)
+    if type(value) is dict:
+        cleaned = {clean_text(k): clean_value(v) for k, v in value.items()}
+        return (
+            value
+            if all(a is b for a, b in zip(cleaned.values(), value.values(), strict=True))
+            and all(a is b for a, b in zip(cleaned, value, strict=True))
+            else cleaned
+        )
+    if type(value) is list:
+        items = [clean_value(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return value
