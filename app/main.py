@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import json
 import sys
@@ -19,6 +20,7 @@ from app.api import agents, errors, events, fs, health, permissions, questions, 
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware, CORSMiddleware, EncodedPathMiddleware
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore
+from app.sessions import retention
 from app.sessions.manager import SessionManager
 from app.settings import Settings
 
@@ -51,8 +53,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store.open()
+        pruning = None
         try:
             manager.restore()
+            if settings.retention_days > 0:
+                pruning = asyncio.create_task(retention.run(manager, settings.retention_days), name="retention")
             # What is loaded by now (the ACP SDK's schema models: ~80,000 objects) lives as long as
             # the server; keeping it out of the collector makes every full collection during an
             # agent's burst that much cheaper.
@@ -60,6 +65,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             gc.freeze()
             yield
         finally:
+            if pruning is not None:
+                pruning.cancel()
             await manager.shutdown()
             store.close()  # commits every event still queued
 

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -285,3 +286,40 @@ def test_what_readers_saw_survives_kill_9_in_a_burst(tmp_path: Path) -> None:
         assert event is not None and event.sequence == len(stored) + 1
     finally:
         store.close()
+
+
+# ---- retention -------------------------------------------------------------------------------------
+def test_retention_deletes_old_ended_sessions_at_start(tmp_path: Path) -> None:
+    bridge = start_bridge(tmp_path)
+    try:
+        client = bridge.client()
+        create_session(client, "old")
+        send(client, "old", "Reply with exactly the single word OK.")
+        wait_for_events(client, "old", lambda evs: "turn.ended" in types(evs))
+        assert client.post("/v1/sessions/old/terminate").status_code == 204
+    finally:
+        bridge.stop()
+    ended_at = time.time()
+    # 0.00003 days: 2.6 s.
+    assert wait_until(lambda: time.time() - ended_at > 3, 5)
+    again = start_bridge(tmp_path, env={"ACP_BRIDGE_RETENTION_DAYS": "0.00003"}, data_dir=bridge.data_dir)
+    try:
+        client = again.client()
+        create_session(client, "young")
+        assert client.post("/v1/sessions/young/terminate").status_code == 204
+        # "young" ended just now: kept; "old" is past the retention period: gone.
+        assert wait_until(
+            lambda: {s["sessionId"] for s in client.get("/v1/sessions").json()["sessions"]} == {"young"}, 5
+        )
+        assert client.get("/v1/sessions/old/events").status_code == 404
+        create_session(client, "old")  # the id is free again, its log starts anew
+        assert events(client, "old")[0]["sequence"] == 1
+    finally:
+        again.stop()
+    db = sqlite3.connect(bridge.data_dir / "events.sqlite3")
+    try:
+        ids = [row[0] for row in db.execute("SELECT id FROM sessions ORDER BY key")]
+        counts = db.execute("SELECT count(*) FROM events JOIN sessions ON key = session_key WHERE id = 'old'")
+        assert ids == ["young", "old"] and counts.fetchone()[0] >= 1
+    finally:
+        db.close()
