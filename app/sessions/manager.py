@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import dataclasses
+import functools
 import logging
 import os
 from typing import Any
@@ -204,6 +207,24 @@ def save_record(session: Session) -> None:
 async def _save_on_end(session: Session) -> None:
     save_record(session)  # how it ended (terminate, agent exit, server stop), its final title and model
     session.log.finish()  # its events are read from the store from now on
+    # The ended session's events were freed; hand the heap pages they used back to the system
+    # (off the event loop, as it walks the heap; nothing waits for it).
+    asyncio.get_running_loop().run_in_executor(None, _trim_heap)
+
+
+def _trim_heap() -> None:
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim`` (None elsewhere): without it, freed memory stays in the process."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
 
 
 END_HOOKS.append(_save_on_end)
