@@ -295,6 +295,8 @@ class SqliteEventStore:
         """Remove the session and its events from the store (retention)."""
         key = self._keys.pop(session_id, None)
         self._stats.pop(session_id, None)
+        # Its events were committed long ago: nothing of it is in flight that could add it back.
+        self._flushed.pop(session_id, None)
         self._listeners.pop(session_id, None)
         self._records = [r for r in self._records if _record_id(r) != session_id]
         if key is not None:
@@ -503,6 +505,7 @@ class SqliteEventStore:
             conn.execute("UPDATE sessions SET record = ? WHERE key = ?", (record, key))
 
     def _committed(self, batch: list[Any], marks: dict[str, int], barriers: list[threading.Event]) -> None:
+        self._carry = []  # committed: a restarted loop must not write it again
         self._flushed.update(marks)
         self._written_bytes += sum(entry.size for entry in batch if type(entry) is StoredEvent)
         if marks:
@@ -593,7 +596,13 @@ class SqliteEventStore:
         size = SqliteEventStore.ROWS_PER_INSERT
         for start in range(0, len(events), size):
             chunk = events[start : start + size]
-            params = [value for e in chunk for value in (keys[e.session_id], e.sequence, e.type, e.json, e.raw_json)]
+            try:
+                params = [v for e in chunk for v in (keys[e.session_id], e.sequence, e.type, e.json, e.raw_json)]
+            except KeyError:  # an event of a session deleted since (retention): not stored
+                chunk = [e for e in chunk if e.session_id in keys]
+                params = [v for e in chunk for v in (keys[e.session_id], e.sequence, e.type, e.json, e.raw_json)]
+                if not chunk:
+                    continue
             conn.execute(_insert_sql(len(chunk)), params)
         for e in events:
             marks[e.session_id] = e.sequence
