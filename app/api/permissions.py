@@ -20,4 +20,5 @@ async def reply_permission(session_id: str, permission_id: str, request: Request
     body = await json_body(request, PermissionReplyRequest)
     session = deps.manager(request).get(path_param(session_id))
     permissions.reply(session, path_param(permission_id), body.reply)
+    await session.log.settled()
     return Response(status_code=204)

@@ -18,6 +18,7 @@ async def reply_question(session_id: str, question_id: str, request: Request) ->
     body = await json_body(request, QuestionReplyRequest)
     session = deps.manager(request).get(path_param(session_id))
     questions.reply(session, path_param(question_id), body.answers)
+    await session.log.settled()
     return Response(status_code=204)
 
 
@@ -27,4 +28,5 @@ async def reply_question(session_id: str, question_id: str, request: Request) ->
 async def reject_question(session_id: str, question_id: str, request: Request) -> Response:
     session = deps.manager(request).get(path_param(session_id))  # no body; any body is ignored
     questions.reject(session, path_param(question_id))
+    await session.log.settled()
     return Response(status_code=204)

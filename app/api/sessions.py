@@ -28,6 +28,7 @@ async def list_sessions(request: Request) -> JSONResponse:
 async def create_session(session_id: str, request: Request) -> JSONResponse:
     body = await json_body(request, CreateSessionRequest)
     session = await deps.manager(request).create(path_param(session_id), body.as_request())
+    await session.log.settled()  # what was recorded is durable before it is acknowledged
     return JSONResponse({"healthy": True, "nativeSessionId": session.native_session_id})
 
 
@@ -40,7 +41,9 @@ async def accept_message(request: Request, session_id: str) -> str:
     attachments = [
         Attachment(resolve_attachment_path(a.path, session.fs_root), a.mime, a.filename) for a in body.attachments or []
     ]
-    return session.send_message(body.message, attachments)
+    turn_id = session.send_message(body.message, attachments)
+    await session.log.settled()
+    return turn_id
 
 
 @router.post("/v1/sessions/{session_id}/messages", operation_id="post_message", status_code=204)
@@ -53,4 +56,5 @@ async def post_message(session_id: str, request: Request) -> Response:
 async def terminate_session(session_id: str, request: Request) -> Response:
     session = deps.manager(request).get(path_param(session_id))
     await session.terminate()
+    await session.log.settled()
     return Response(status_code=204)

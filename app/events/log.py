@@ -311,6 +311,26 @@ class SessionEventLog:
                     break
                 self._on_append(event)
 
+    async def settled(self, timeout: float = 1.0) -> bool:
+        """Wait until every event appended so far is visible (committed): a request that recorded
+        events answers after them, so the client reads what it caused. False on timeout."""
+        target = self.last_sequence
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    self._catch_up()
+                    if self.visible_sequence >= target:
+                        return True
+                    waiter = asyncio.get_running_loop().create_future()
+                    self._waiters.append(waiter)
+                    try:
+                        await waiter
+                    finally:
+                        if waiter.cancelled():
+                            self._discard_waiter(waiter)
+        except TimeoutError:
+            return False
+
     def storage_changed(self, cause: str | None) -> None:
         """The store stopped (``cause``) or resumed (None) writing."""
         if cause is not None:

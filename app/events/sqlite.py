@@ -280,8 +280,8 @@ class SqliteEventStore:
 
     def attach(self, session_id: str, listener: StoreListener) -> None:
         self._listeners[session_id] = listener
-        if self._loop is None:
-            self._loop = asyncio._get_running_loop()
+        # Notices go to the loop the logs live on (the newest one, should a process run several).
+        self._loop = asyncio._get_running_loop() or self._loop
 
     def forget(self, session_id: str) -> None:
         self._listeners.pop(session_id, None)

@@ -194,6 +194,18 @@ async def test_page_follows_the_legacy_offset_and_limit_rules(kind: str, tmp_pat
         store.close()
 
 
+async def test_settled_waits_until_what_was_appended_is_committed(store: SqliteEventStore) -> None:
+    store.COALESCE = 0.2
+    log = SessionEventLog("s1", store)
+    fill(log, 10)
+    assert log.count < 10
+    assert await log.settled(5)
+    assert log.count == 10 and store.flushed_sequence("s1") == 10
+    store.COALESCE = 5.0
+    log.append(draft(10))
+    assert await log.settled(0.05) is False  # bounded: the request answers anyway
+
+
 # ---- the writer never dies --------------------------------------------------------------------
 async def wait_for(predicate: Any, timeout: float = 10) -> None:
     """Until the writer's notices, delivered on this loop, make ``predicate`` true."""
