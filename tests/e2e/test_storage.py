@@ -69,9 +69,17 @@ def test_an_agent_splitting_an_emoji_breaks_nothing_and_the_emoji_is_whole(tmp_p
         assert any("\\ud83d" in raw for raw in raws)
         listed = client.get("/v1/sessions").json()["sessions"]
         assert [s["title"] for s in listed if s["sessionId"] == "emoji"] == ["title \ufffd"]
+        # A client's lone surrogates (refused with 400, or taken and repaired) stop nothing either.
+        headers = {"content-type": "application/json"}
+        bad_title = client.post("/v1/sessions/bad", content=b'{"agent":"mock","title":"\\ud800x"}', headers=headers)
+        assert bad_title.status_code in (200, 400), bad_title.text
+        bad_message = client.post("/v1/sessions/other/messages", content=b'{"message":"\\ud800x"}', headers=headers)
+        assert bad_message.status_code in (204, 400), bad_message.text
         # Every later event of every session is still stored.
         send(client, "other", "Reply with exactly the single word OK.")
-        wait_for_events(client, "other", lambda evs: "turn.ended" in types(evs))
+        wait_for_events(
+            client, "other", lambda evs: types(evs).count("turn.ended") == 1 + (bad_message.status_code == 204)
+        )
         before = {sid: events(client, sid) for sid in ("emoji", "other")}
         assert client.post("/v1/sessions/emoji/terminate").status_code == 204
     finally:
