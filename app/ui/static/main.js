@@ -399,7 +399,11 @@ function applyEvents(events) {
   if (promptsChanged) renderPrompts();
   updateSessionControls();
   const info = state.sessions.find((s) => s.sessionId === state.sessionId);
-  if (info && state.timeline.ended) info.ended = true;
+  if (info) {
+    if (state.timeline.ended) info.ended = true;
+    const last = Date.parse(events[events.length - 1].time);
+    if (!Number.isNaN(last) && last > (info.updatedAt || 0)) info.updatedAt = last;
+  }
   renderSessions();
 }
 
@@ -412,7 +416,7 @@ function renderEventRow(event, filter) {
       {},
       el("span", { class: "seq" }, `#${event.sequence}`),
       el("span", { class: "type" }, event.type),
-      el("span", { class: "muted" }, `${event.source}${event.synthetic ? " · synthetic" : ""}`),
+      el("span", { class: "muted" }, eventSummary(event)),
       el("time", { datetime: event.time }, formatTime(event.time)),
     ),
   );
@@ -425,6 +429,20 @@ function renderEventRow(event, filter) {
     { "data-testid": "event", "data-type": event.type, "data-sequence": event.sequence, hidden: Boolean(filter) && filter !== event.type },
     details,
   );
+}
+
+/** A few words on what the event is about, for its row. */
+function eventSummary(event) {
+  const data = event.data || {};
+  const bits = [];
+  if (data.item) bits.push(data.item.kind, data.item.role, data.item.item_id);
+  else if (data.item_id) bits.push(data.item_id);
+  if (data.permission_id) bits.push(data.permission_id, data.status);
+  if (data.question_id) bits.push(data.question_id, data.status);
+  if (data.turn_id) bits.push(data.turn_id);
+  if (event.type === "error" || event.type === "session.ended") bits.push(data.code || data.reason);
+  bits.push(event.synthetic ? `${event.source}, synthetic` : event.source);
+  return bits.filter(Boolean).join(" · ");
 }
 
 function applyEventFilter() {
@@ -615,7 +633,7 @@ async function listFiles(path) {
       return el(
         "li",
         { "data-testid": "fs-entry", "data-path": entry.path, "data-entry-type": entry.entryType, class: isDir ? "dir" : "file" },
-        el("span", { "aria-hidden": "true" }, isDir ? "📁 " : "📄 "),
+        el("span", { class: `pill subtle ${isDir ? "dir" : "file"}` }, isDir ? "dir" : "file"),
         action,
         el("span", { class: "muted small" }, isDir ? "" : formatBytes(entry.size)),
         el("span", { class: "muted small" }, entry.modified ? formatDateTime(entry.modified) : ""),

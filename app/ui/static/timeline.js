@@ -193,7 +193,7 @@ function renderPart(part) {
       if (part.json && Array.isArray(part.json.entries)) return renderPlan(part.json);
       return el("details", { class: "json" }, el("summary", {}, "JSON"), el("pre", {}, JSON.stringify(part.json, null, 2)));
     case "image":
-      return el("div", { class: "image-part" }, "🖼 ", el("code", {}, part.path ?? ""), part.mime ? ` (${part.mime})` : "");
+      return el("div", { class: "image-part" }, el("span", { class: "pill subtle" }, "image"), " ", el("code", {}, part.path ?? ""), part.mime ? ` (${part.mime})` : "");
     default:
       return el("details", { class: "json" }, el("summary", {}, part.type ?? "part"), el("pre", {}, JSON.stringify(part, null, 2)));
   }
@@ -285,16 +285,32 @@ export class ChatView {
     this.container = container;
     this.nodes = new Map();
     this.lastChild = new Map(); // item key -> last node shown under it (tool results after calls)
+    // Follow the newest entry unless the reader scrolled up; kept across resizes (prompts coming and
+    // going change the conversation's height without a scroll of the reader's).
+    this.follow = true;
+    this.autoTop = 0;
+    container.addEventListener("scroll", () => {
+      if (container.scrollHeight - container.scrollTop - container.clientHeight < 40) this.follow = true;
+      else if (container.scrollTop < this.autoTop - 2) this.follow = false; // the reader scrolled up
+    });
+    new ResizeObserver(() => this.stick()).observe(container);
+  }
+
+  stick() {
+    if (!this.follow) return;
+    this.container.scrollTop = this.container.scrollHeight;
+    this.autoTop = this.container.scrollTop;
   }
 
   reset() {
+    this.follow = true;
+    this.autoTop = 0;
     this.nodes.clear();
     this.lastChild.clear();
     this.container.replaceChildren();
   }
 
   update(timeline, keys) {
-    const stick = this.container.scrollHeight - this.container.scrollTop - this.container.clientHeight < 40;
     for (const key of new Set(keys)) {
       const entry = timeline.entries.get(key);
       if (!entry) continue;
@@ -320,6 +336,6 @@ export class ChatView {
       }
       this.nodes.set(key, node);
     }
-    if (stick) this.container.scrollTop = this.container.scrollHeight;
+    this.stick();
   }
 }
