@@ -369,3 +369,40 @@ def test_page_on_another_origin_sends_the_token_through_cors(
         assert_no_console_errors(ui)
     finally:
         other.stop()
+
+
+def test_create_form_options_and_raw_events(ui: Page, secured: Bridge) -> None:
+    page = open_inspector(ui, secured.url, token=TOKEN)
+    page.get_by_test_id("agent-select").select_option("mock")
+    page.locator("#create-form details.more > summary").click()
+    # Modes and models come from the agent.
+    expect(page.locator("#agent-mode option[value=plan]")).to_have_count(1)
+    expect(page.locator("#model option[value=mock]")).to_have_count(1)
+    page.get_by_label("Agent mode").select_option("plan")
+    page.get_by_label("Permission mode").select_option("bypass")
+    page.get_by_label("Model").select_option("mock")
+    page.get_by_label("Title").fill("Options from the page")
+    page.get_by_test_id("session-id-input").fill("ui-options")
+    page.get_by_test_id("new-session").click()
+    item = page.locator('[data-testid=session-item][data-session-id="ui-options"]')
+    expect(item).to_contain_text("Options from the page")
+    info = next(s for s in secured.client().get("/v1/sessions").json()["sessions"] if s["sessionId"] == "ui-options")
+    assert (info["agentMode"], info["permissionMode"], info["model"], info["title"]) == (
+        "plan",
+        "bypass",
+        "mock",
+        "Options from the page",
+    )
+
+    page.get_by_test_id("message-input").fill("echo raw please")
+    page.get_by_test_id("send").click()
+    expect(page.get_by_test_id("chat").locator("[data-role=assistant]").last).to_contain_text("raw please")
+    count = len(events(secured.client(), "ui-options"))
+    expect(event_rows(page)).to_have_count(count)
+    page.locator("#include-raw").check()
+    expect(event_rows(page)).to_have_count(count)
+    row = page.locator("[data-testid=event][data-type='item.completed']").last
+    row.locator("summary").click()
+    expect(row.locator("pre")).to_contain_text('"jsonrpc": "2.0"')
+    assert event_sequences(page) == list(range(1, count + 1))
+    assert_no_console_errors(ui)
