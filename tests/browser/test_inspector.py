@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -406,3 +407,25 @@ def test_create_form_options_and_raw_events(ui: Page, secured: Bridge) -> None:
     expect(row.locator("pre")).to_contain_text('"jsonrpc": "2.0"')
     assert event_sequences(page) == list(range(1, count + 1))
     assert_no_console_errors(ui)
+
+
+def test_agent_install_shows_progress_and_npm_errors(ui: Page, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """An install that cannot reach its registry: the card shows it running, then npm's error."""
+    tmp = tmp_path_factory.mktemp("ui-install")
+    offline = {"npm_config_registry": "http://127.0.0.1:9/", "npm_config_fetch_retries": "0"}
+    server = start_bridge(tmp, env=offline)
+    try:
+        page = open_inspector(ui, server.url)
+        page.locator("#tab-agents").click()
+        card = page.locator("[data-agent-id=opencode]")
+        expect(card).to_contain_text("not installed")
+        card.get_by_role("button", name="Install").click()
+        if shutil.which("npm"):
+            expect(card.get_by_role("button", name=re.compile("Installing"))).to_be_disabled()
+        expect(card.locator(".install-error")).to_contain_text("install failed: opencode", timeout=60_000)
+        expect(card.get_by_role("button", name="Install")).to_be_enabled()
+        expect(page.get_by_test_id("error-banner")).to_contain_text("Install opencode: Install Failed")
+        ui.shot("install-error")
+    finally:
+        server.stop()
+    assert_no_console_errors(ui, "status of 500")
