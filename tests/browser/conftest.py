@@ -47,7 +47,9 @@ def _chromium() -> str | None:
     return "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
 
 
-@pytest.fixture(scope="session")
+# Package scope: Playwright's sync API keeps an event loop running in this thread while it is
+# started, which the asyncio tests of other packages cannot share; it stops after the last test here.
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     if _opted_out():
         pytest.skip("browser tests opted out with ACP_BRIDGE_TEST_BROWSER=0")

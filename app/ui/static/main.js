@@ -6,6 +6,7 @@ import { EventStream } from "./stream.js";
 import { ChatView, Timeline } from "./timeline.js";
 
 const REQUEST_LOG_LIMIT = 300;
+const EVENT_ROWS_LIMIT = 5000;
 const SESSIONS_POLL_MS = 10000;
 
 const state = {
@@ -394,7 +395,12 @@ function applyEvents(events) {
     }
   }
   list.append(fragment);
-  $("event-count").textContent = `${state.timeline.eventCount} events`;
+  // The newest rows only: a session of a million events must not make the page a million nodes.
+  let dropped = list.children.length - EVENT_ROWS_LIMIT;
+  while (dropped-- > 0) list.firstElementChild.remove();
+  const shown = list.children.length;
+  $("event-count").textContent =
+    shown < state.timeline.eventCount ? `${state.timeline.eventCount} events, newest ${shown} shown` : `${shown} events`;
   chatView.update(state.timeline, changed);
   if (promptsChanged) renderPrompts();
   updateSessionControls();
