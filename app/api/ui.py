@@ -4,13 +4,13 @@ token). Not part of the legacy OpenAPI document."""
 from __future__ import annotations
 
 from fastapi import FastAPI, Request
-from starlette.responses import RedirectResponse
+from starlette.responses import RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
 from app.ui import STATIC_DIR
 
-# The page only talks to the API it came from (or the one its `url` parameter names).
+# Scripts and styles only from the page itself; any API origin, since `?url=` may name another server.
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
     "connect-src *; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
@@ -18,7 +18,7 @@ CSP = (
 
 
 class _InspectorFiles(StaticFiles):
-    async def get_response(self, path: str, scope: Scope):  # type: ignore[no-untyped-def]
+    async def get_response(self, path: str, scope: Scope) -> Response:
         response = await super().get_response(path, scope)
         response.headers["content-security-policy"] = CSP
         response.headers["x-content-type-options"] = "nosniff"

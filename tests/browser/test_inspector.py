@@ -50,11 +50,13 @@ def open_inspector(ui: Page, base_url: str, *, fragment: str = "", **url_options
     return page
 
 
-def chat_items(page: Any) -> list[tuple[str, str, str]]:
-    return page.eval_on_selector_all(
+def chat_items(page: Any) -> list[list[str]]:
+    """[role, kind, item id, text] of every conversation entry, in page order."""
+    items: list[list[str]] = page.eval_on_selector_all(
         "[data-testid=chat] [data-testid=chat-item]",
         "nodes => nodes.map(n => [n.dataset.role, n.dataset.kind, n.dataset.itemId || '', n.innerText])",
     )
+    return items
 
 
 def event_rows(page: Any) -> Any:
@@ -62,9 +64,10 @@ def event_rows(page: Any) -> Any:
 
 
 def event_sequences(page: Any) -> list[int]:
-    return page.eval_on_selector_all(
+    sequences: list[int] = page.eval_on_selector_all(
         "[data-testid=event-list] [data-testid=event]", "nodes => nodes.map(n => Number(n.dataset.sequence))"
     )
+    return sequences
 
 
 def assert_no_console_errors(ui: Page, *allowed: str) -> None:
@@ -188,11 +191,15 @@ def test_sse_dropped_and_resumed_without_duplicates_or_gaps(ui: Page, secured: B
         create_session(api, "ui-drop")
         send(api, "ui-drop", "echo before the drop")
         wait_for_events(api, "ui-drop", until_type("turn.ended"))
-        page = open_inspector(ui, proxy.url, token=TOKEN, fragment="#session=ui-drop")
+        page = open_inspector(ui, proxy.url, token=TOKEN, headers=EXTRA_HEADERS, fragment="#session=ui-drop")
         chat = page.get_by_test_id("chat")
         expect(chat.locator("[data-role=assistant]").last).to_contain_text("before the drop")
         expect(page.locator("#stream-state")).to_have_attribute("data-state", "live")
         seen_before = len(events(api, "ui-drop"))
+        expect(event_rows(page)).to_have_count(seen_before)
+        # The token and the extra headers of the URL travel with the stream's request.
+        first = proxy.sse_requests[0].lower()
+        assert f"authorization: bearer {TOKEN}" in first and "x-inspector-test: yes" in first
 
         # The connection drops and cannot come back for a while; the agent goes on meanwhile.
         proxy.refuse_sse = True
