@@ -436,3 +436,34 @@ def test_agent_install_shows_progress_and_npm_errors(ui: Page, tmp_path_factory:
     finally:
         server.stop()
     assert_no_console_errors(ui, "status of 500")
+
+
+def test_session_rebuilt_from_the_log_after_a_server_restart(
+    ui: Page, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    tmp = tmp_path_factory.mktemp("ui-restart")
+    first = start_bridge(tmp, data_dir=tmp / "data")
+    port = int(first.url.rsplit(":", 1)[1])
+    try:
+        api = first.client()
+        create_session(api, "ui-restart", title="Before the restart")
+        send(api, "ui-restart", "echo kept in the log")
+        send(api, "ui-restart", "tool")
+        recorded = wait_for_events(api, "ui-restart", until_type("turn.ended", 2))
+    finally:
+        first.stop()
+    second = start_bridge(tmp, data_dir=tmp / "data", port=port)
+    try:
+        page = open_inspector(ui, second.url, fragment="#session=ui-restart")
+        chat = page.get_by_test_id("chat")
+        expect(event_rows(page)).to_have_count(len(recorded))
+        expect(chat.locator("[data-role=assistant][data-kind=message]").first).to_contain_text("kept in the log")
+        expect(chat.locator("[data-kind=tool_result]")).to_contain_text("mock search results")
+        item = page.locator('[data-testid=session-item][data-session-id="ui-restart"]')
+        expect(item).to_contain_text("Before the restart")
+        expect(item).to_have_attribute("data-status", "ended")
+        expect(page.get_by_test_id("message-input")).to_be_disabled()
+        assert event_sequences(page) == [e["sequence"] for e in recorded]
+    finally:
+        second.stop()
+    assert_no_console_errors(ui)

@@ -241,11 +241,19 @@ async function loadSessions() {
   if (!result) return;
   state.sessions = result.sessions || [];
   renderSessions();
+  updateSessionControls();
 }
 
 function sessionStatus(info) {
+  if (info.ended) return "ended"; // also a session restored after a restart: no session.ended event
   if (info.sessionId === state.sessionId && state.timeline.eventCount) return state.timeline.state;
-  return info.ended ? "ended" : "active";
+  return "active";
+}
+
+/** The selected session's state: what its events say, or ended when the server says so. */
+function currentState() {
+  const info = state.sessions.find((s) => s.sessionId === state.sessionId);
+  return info && info.ended ? "ended" : state.timeline.state;
 }
 
 function renderSessions() {
@@ -339,6 +347,7 @@ function selectSession(id) {
   const hash = id ? `#session=${encodeURIComponent(id)}` : "";
   if (location.hash !== hash) history.replaceState(history.state, "", location.pathname + location.search + hash);
   $("chat-heading").textContent = id ? `Session ${id}` : "No session selected";
+  document.title = id ? `${id} · Inspector · acp-rest-bridge` : "Inspector · acp-rest-bridge";
   if (!id) {
     chatView.container.append(el("p", { class: "empty muted" }, "Create or pick a session to see its conversation."));
   } else {
@@ -457,13 +466,14 @@ function applyEventFilter() {
 }
 
 function updateSessionControls() {
-  const active = Boolean(state.sessionId) && !state.timeline.ended && !(state.sessions.find((s) => s.sessionId === state.sessionId) || {}).ended;
+  const current = currentState();
+  const active = Boolean(state.sessionId) && current !== "ended";
   $("message-input").disabled = !active;
   $("send").disabled = !active;
   $("terminate").disabled = !active;
   const badge = $("session-state");
-  badge.textContent = state.sessionId ? state.timeline.state : "";
-  badge.className = `pill ${state.timeline.state === "ended" ? "subtle" : state.timeline.state === "waiting for you" ? "warning" : "success"}`;
+  badge.textContent = state.sessionId ? current : "";
+  badge.className = `pill ${current === "ended" ? "subtle" : current === "waiting for you" ? "warning" : "success"}`;
   badge.hidden = !state.sessionId;
 }
 
