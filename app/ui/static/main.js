@@ -19,7 +19,7 @@ const state = {
   eventTypes: new Set(),
   fs: { dir: ".", absolute: null },
   installing: new Map(), // agent id -> {started, error}
-  answered: new Set(), // prompt ids answered from this page, waiting for their resolved event
+  models: [], // of the agent picked in the create form
 };
 
 let chatView;
@@ -152,8 +152,9 @@ async function loadAgentOptions(agentId) {
   const modelSelect = $("model");
   modeSelect.replaceChildren(option("", "agent default"));
   modelSelect.replaceChildren(option("", "agent default"));
+  state.models = [];
   updateVariants();
-  if (!agent || !agent.installed) return; // asking a missing agent would install it
+  if (!agent) return;
   const path = `/v1/agents/${encodeURIComponent(agentId)}`;
   const [modes, models] = await Promise.all([
     attempt(`Modes of ${agentId}`, () => state.api.request("GET", `${path}/modes`)),
@@ -173,7 +174,7 @@ async function loadAgentOptions(agentId) {
 
 function updateVariants() {
   const select = $("variant");
-  const model = (state.models || []).find((m) => m.id === $("model").value);
+  const model = state.models.find((m) => m.id === $("model").value);
   select.replaceChildren(option("", "default"));
   for (const variant of (model && model.variants) || []) {
     select.append(option(variant, model.defaultVariant === variant ? `${variant} · default` : variant));
@@ -339,7 +340,6 @@ function selectSession(id) {
   state.sessionId = id;
   state.timeline = new Timeline();
   state.eventTypes = new Set();
-  state.answered.clear();
   chatView.reset();
   $("event-list").replaceChildren();
   $("event-filter").replaceChildren(option("", "all"));
