@@ -12,8 +12,8 @@ or failing disk) the log says so once with an ``error`` event and shows its even
 they are written, in order, when the store recovers.
 
 Readers are cursors (``Subscription``): the last sequence they have. A reader's queue is the part of
-the tail after its cursor, so it is bounded by the tail and costs no copy; ``append`` only wakes the
-readers that are waiting. A reader that falls further behind than the tail is never skipped and
+the tail after its cursor, so it is bounded by the tail and costs no copy; the store's notice of a
+commit only wakes the readers that are waiting. A reader that falls further behind than the tail is never skipped and
 holds nothing back: it reads from the store until it is inside the tail again, then follows live.
 Everything is by sequence, so replay and live can have no gap and no duplicate.
 """
@@ -201,7 +201,7 @@ class Subscription:
 
 class SessionEventLog:
     PAGE_BATCH = 4096
-    TAIL_BYTES = 8 * 1024 * 1024
+    TAIL_BYTES = 4 * 1024 * 1024
 
     def __init__(
         self,
