@@ -57,13 +57,10 @@ CREATE TABLE IF NOT EXISTS events (
     raw TEXT,
     PRIMARY KEY (session_key, sequence)
 ) WITHOUT ROWID;
--- The session's counters follow its events inside SQLite: a batch is then one statement, and the
--- writer thread waits for the interpreter lock once per batch, not once per statement.
-CREATE TRIGGER IF NOT EXISTS events_counted AFTER INSERT ON events BEGIN
-    UPDATE sessions SET event_count = event_count + 1, last_sequence = max(last_sequence, NEW.sequence)
-    WHERE key = NEW.session_key;
-END;
 """
+# The sessions' counter columns are no longer kept up to date (a batch is one INSERT, so the writer
+# waits for the interpreter lock once per batch): a log is gap-free, so its first and last events,
+# found through the primary key at start, give its count.
 
 
 @functools.lru_cache(maxsize=64)
@@ -215,12 +212,13 @@ class SqliteEventStore:
         conn.execute("DELETE FROM sessions WHERE record IS NULL")
         conn.execute("COMMIT")
         rows = conn.execute(
-            "SELECT key, id, record, event_count, last_sequence, updated_ns FROM sessions ORDER BY key"
+            "SELECT key, id, record, updated_ns FROM sessions ORDER BY key"
         ).fetchall()
-        for key, session_id, record, count, last, updated in rows:
+        for key, session_id, record, updated in rows:
+            stats = _log_stats(conn, key, updated)
             self._keys[session_id] = key
-            self._flushed[session_id] = last
-            self._stats[session_id] = LogStats(count, last, max(updated, _last_event_ns(conn, key)))
+            self._flushed[session_id] = stats.last_sequence
+            self._stats[session_id] = stats
             self._next_key = max(self._next_key, key + 1)
             try:
                 value = json.loads(record)
@@ -644,15 +642,22 @@ class SqliteEventStore:
         return await loop.run_in_executor(self._reader_pool, self.read, session_id, after, limit, before)
 
 
-def _last_event_ns(conn: sqlite3.Connection, key: int) -> int:
-    """When the session's last event was recorded (its envelope's ``time``), in ns since the epoch."""
+def _log_stats(conn: sqlite3.Connection, key: int, updated_ns: int) -> LogStats:
+    """Count, last sequence and time of the session's stored events (two primary-key lookups)."""
     row = conn.execute(
-        "SELECT json FROM events WHERE session_key = ? ORDER BY sequence DESC LIMIT 1", (key,)
+        "SELECT sequence, json FROM events WHERE session_key = ? ORDER BY sequence DESC LIMIT 1", (key,)
     ).fetchone()
     if row is None:
-        return 0
+        return LogStats(0, 0, updated_ns)
+    last, last_json = row
+    (first,) = conn.execute("SELECT min(sequence) FROM events WHERE session_key = ?", (key,)).fetchone()
+    return LogStats(last - first + 1, last, max(updated_ns, _event_ns(last_json)))
+
+
+def _event_ns(event_json: str) -> int:
+    """When the event was recorded (its envelope's ``time``), in ns since the epoch."""
     try:
-        stamp = json.loads(row[0])["time"]  # 2026-01-30T10:15:42.123456789Z
+        stamp = json.loads(event_json)["time"]  # 2026-01-30T10:15:42.123456789Z
         seconds = datetime.fromisoformat(stamp[:19]).replace(tzinfo=UTC).timestamp()
         fraction = stamp[20:-1] if stamp[19:20] == "." else ""
         return int(seconds) * 1_000_000_000 + int(fraction.ljust(9, "0")[:9] or 0)
