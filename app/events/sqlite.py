@@ -211,9 +211,7 @@ class SqliteEventStore:
         conn.execute("DELETE FROM events WHERE session_key IN (SELECT key FROM sessions WHERE record IS NULL)")
         conn.execute("DELETE FROM sessions WHERE record IS NULL")
         conn.execute("COMMIT")
-        rows = conn.execute(
-            "SELECT key, id, record, updated_ns FROM sessions ORDER BY key"
-        ).fetchall()
+        rows = conn.execute("SELECT key, id, record, updated_ns FROM sessions ORDER BY key").fetchall()
         for key, session_id, record, updated in rows:
             stats = _log_stats(conn, key, updated)
             self._keys[session_id] = key

@@ -25,6 +25,7 @@ from app.errors import (
 from app.events.log import SessionEventLog
 from app.events.store import EventStore
 from app.settings import Settings
+from app.translate.text import clean_text
 
 from . import services
 from .session import END_HOOKS, Session, SessionConfig
@@ -141,7 +142,7 @@ class SessionManager:
             variant=request.get("variant"),
             agent_version=request.get("agentVersion"),
             directory=request.get("directory"),
-            title=request.get("title"),
+            title=clean_text(title) if isinstance(title := request.get("title"), str) else title,
             mcp=request.get("mcp"),
             skills=request.get("skills"),
         )

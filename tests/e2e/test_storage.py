@@ -75,6 +75,7 @@ def test_an_agent_splitting_an_emoji_breaks_nothing_and_the_emoji_is_whole(tmp_p
         assert bad_title.status_code in (200, 400), bad_title.text
         bad_message = client.post("/v1/sessions/other/messages", content=b'{"message":"\\ud800x"}', headers=headers)
         assert bad_message.status_code in (204, 400), bad_message.text
+        assert client.get("/v1/sessions").status_code == 200
         # Every later event of every session is still stored.
         send(client, "other", "Reply with exactly the single word OK.")
         wait_for_events(
