@@ -110,14 +110,17 @@ def _namespaced(tmp: Path) -> tuple[list[str], str]:
         return [], "unshare (util-linux) is not installed"
     small = tmp / "small"
     small.mkdir()
-    flags = "-m" if os.geteuid() == 0 else "-rm"
     script = f'mount -t tmpfs -o size={SMALL_FS} tmpfs "$0" && exec "$@"'
-    probe = subprocess.run(
-        [unshare, flags, "sh", "-c", script, str(small), "true"], capture_output=True, text=True, timeout=10
-    )
-    if probe.returncode != 0:
-        return [], f"cannot mount a tmpfs in a mount namespace: {probe.stderr.strip()}"
-    return [unshare, flags, "sh", "-c", script, str(small)], ""
+    errors = []
+    # As root a mount namespace is enough; without the capability, a user namespace may allow it.
+    for flags in ("-m", "-rm") if os.geteuid() == 0 else ("-rm",):
+        probe = subprocess.run(
+            [unshare, flags, "sh", "-c", script, str(small), "true"], capture_output=True, text=True, timeout=10
+        )
+        if probe.returncode == 0:
+            return [unshare, flags, "sh", "-c", script, str(small)], ""
+        errors.append(f"unshare {flags}: {probe.stderr.strip()}")
+    return [], "cannot mount a tmpfs in a mount namespace (" + "; ".join(errors) + ")"
 
 
 def _cannot(reason: str) -> None:
