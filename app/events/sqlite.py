@@ -453,16 +453,15 @@ class SqliteEventStore:
         return 0
 
     def _commit(self, conn: sqlite3.Connection, batch: list[Any]) -> bool:
+        marks: dict[str, int] = {}  # session -> last sequence committed by this transaction
         if len(batch) <= self.ROWS_PER_INSERT and all(type(entry) is StoredEvent for entry in batch):
             # The common case: one statement, its own transaction.
-            marks: dict[str, int] = {}
             self._insert(conn, self._keys, batch, marks)
             self._committed(batch, marks, [])
             return False
         keys = self._keys
         events: list[StoredEvent] = []
         barriers: list[threading.Event] = []
-        marks: dict[str, int] = {}  # session -> last sequence committed by this transaction
         stop = False
         conn.execute("BEGIN")
         try:
