@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from functools import lru_cache
 
-from app.errors import BridgeError, InvalidRequest, PermissionDenied, StreamError
+from app.errors import BridgeError, InvalidRequest, PermissionDenied, ServiceUnavailable, StreamError
 
 
 def clean_relative(path: str) -> list[str] | None:
@@ -23,7 +23,10 @@ def clean_relative(path: str) -> list[str] | None:
 
 
 def resolve(path: str, root: str) -> str:
-    """Absolute paths are used as given; relative ones are joined to ``root``; ``..`` is refused."""
+    """Absolute paths are used as given; relative ones are joined to ``root``; ``..`` is refused.
+    A NUL byte can name no file (the OS refuses it): a 400, before any system call."""
+    if "\x00" in path:
+        raise InvalidRequest(f"invalid path: contains a NUL byte: {path!r}")
     if path.startswith("/"):
         return path
     parts = clean_relative(path)
@@ -89,9 +92,12 @@ def os_message(exc: OSError) -> str:
 
 
 def fs_error(exc: OSError, path: str) -> BridgeError:
-    """Not found -> 400 ``path not found``; anything else -> 502 with the OS text (behavior §1.2)."""
+    """Not found -> 400 ``path not found``; out of descriptors -> 503; anything else -> 502 with the
+    OS text (behavior §1.2)."""
     if exc.errno == errno.ENOENT:
         return InvalidRequest(f"path not found: {path}")
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return ServiceUnavailable(os_message(exc))
     return StreamError(os_message(exc))
 
 
