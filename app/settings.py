@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     fs_roots: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # Newest events of each session kept in memory (besides those not yet written to disk).
     event_tail: int = 4096
+    # Largest file read for a message attachment (an image sent inline to the agent), bytes.
+    attachment_limit: int = 20 * 1024 * 1024
 
     # SSE comment keep-alive interval, seconds (0 disables).
     sse_keepalive: float = 15.0

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 from app.errors import InvalidRequest
 
-from .paths import fs_error, os_error, rfc3339
+from .paths import Confinement, fs_error, os_error, rfc3339
 
 
 def _current_umask() -> int:
@@ -276,3 +276,41 @@ def move_entry(source: str, dest: str, overwrite: bool) -> None:
         raise fs_error(exc, source if exc.errno == errno.ENOENT else dest) from exc
     if aside is not None:
         _remove_any(aside)
+
+
+# ---- files read whole for a client (attachments) -----------------------------------------------
+def _pseudo_devices() -> set[int]:
+    """Devices of /proc and /sys: their "regular" files claim a size of 0 or 4096 whatever they
+    hold (or stream without end), so a size check means nothing there."""
+    devices = set()
+    for mount in ("/proc", "/sys"):
+        with contextlib.suppress(OSError):
+            devices.add(os.stat(mount).st_dev)
+    return devices
+
+
+def read_regular(fence: Confinement, path: str, limit: int) -> bytes:
+    """The whole content of the regular file ``path``, refused (400/403, naming the path) when it is
+    outside the roots, not a regular file, on /proc or /sys, or larger than ``limit`` bytes. The
+    size is checked on the open file before reading, and nothing past ``limit`` is ever read.
+    Blocking: run in a worker thread."""
+    try:
+        # O_NONBLOCK: a FIFO opens at once instead of waiting for a writer (it is refused below).
+        fd = fence.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise fs_error(exc, path) from exc
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_dev in _pseudo_devices():
+            raise InvalidRequest(f"path is not a regular file: {path}")
+        if st.st_size > limit:
+            raise InvalidRequest(f"file too large: {path} ({st.st_size} bytes, limit {limit})")
+        chunks = []
+        left = limit + 1  # one byte more: a file that grew since the fstat is caught here
+        while left > 0 and (chunk := fh.read(min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            raise InvalidRequest(f"file too large: {path} (over the limit of {limit} bytes)")
+        return data

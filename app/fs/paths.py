@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from functools import lru_cache
 
 from app.errors import BridgeError, InvalidRequest, PermissionDenied, ServiceUnavailable, StreamError
+
+from .beneath import Beneath, Escape
 
 
 def clean_relative(path: str) -> list[str] | None:
@@ -58,11 +61,14 @@ def real_location(path: str, *, follow: bool = True) -> str:
 class Confinement:
     """Allowed root directories; empty means no confinement (the legacy behaviour).
 
-    Symlinks are resolved before the check, so a link that leaves every root is refused. The check
-    and the operation are separate steps: a link swapped in between is not caught (no ``openat2``)."""
+    ``check`` refuses early, with the legacy error, a path whose real location is outside every
+    root. The operations themselves then reach the path through ``open``/``parent``, which walk it
+    from a descriptor of the root (``app.fs.beneath``), so a symlink swapped in after the check
+    still cannot lead out."""
 
     def __init__(self, roots: Iterable[str]) -> None:
         self.roots = tuple(os.path.realpath(os.path.expanduser(r)) for r in roots)
+        self._beneath = Beneath(self.roots)
 
     @property
     def enabled(self) -> bool:
@@ -76,7 +82,34 @@ class Confinement:
 
     def check(self, path: str, *, follow: bool = True) -> None:
         if not self.allows(path, follow=follow):
-            raise PermissionDenied(f"path is outside the allowed filesystem roots: {path}")
+            raise self.denied(path)
+
+    @staticmethod
+    def denied(path: str) -> PermissionDenied:
+        return PermissionDenied(f"path is outside the allowed filesystem roots: {path}")
+
+    @contextlib.contextmanager
+    def parent(self, path: str, *, follow: bool = True) -> Iterator[tuple[int | None, str]]:
+        """``(dir_fd, name)`` to reach ``path`` with: inside a root when confined (use the name
+        with ``dir_fd`` and without following a final link), else ``(None, path)``."""
+        if not self.roots:
+            yield None, path
+            return
+        try:
+            with self._beneath.parent(path, follow=follow) as found:
+                yield found
+        except Escape as exc:
+            raise self.denied(path) from exc
+
+    def open(self, path: str, flags: int, mode: int = 0o666, *, follow: bool = True) -> int:
+        """``os.open`` of ``path``, confined. Blocking (may touch the disk): run in a thread."""
+        flags |= os.O_CLOEXEC
+        if not follow:
+            flags |= os.O_NOFOLLOW
+        with self.parent(path, follow=follow) as (dir_fd, name):
+            if dir_fd is None:
+                return os.open(name, flags, mode)
+            return os.open(name, flags | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
 
 
 @lru_cache(maxsize=8)

@@ -246,20 +246,16 @@ class Session:
             code = self.exit_info.code if self.exit_info else None
             raise AgentProcessExited(self.spec.id, code, self.process.stderr.text() if self.process else None)
 
-    def send_message(self, message: str, attachments: list[Attachment]) -> str:
+    def send_message(
+        self, message: str, attachments: list[Attachment], image_data: dict[str, bytes] | None = None
+    ) -> str:
         """Accept a message: its turn starts now (turn.started recorded before returning) or after
-        the turn in flight, since ACP agents take one prompt at a time. Returns the turn's id."""
+        the turn in flight, since ACP agents take one prompt at a time. Returns the turn's id.
+        ``image_data``: the image attachments already read (``sessions.attachments.read_images``)."""
         self.check_accepting()
         assert self.connection is not None
         image_capable = bool(self.connection.prompt_capabilities.get("image"))
-        image_data: dict[str, bytes] = {}
-        if image_capable:
-            for attachment in attachments:
-                mime = attachment.mime_type
-                if mime and mime.startswith("image/"):
-                    with contextlib.suppress(OSError):
-                        with open(attachment.path, "rb") as fh:
-                            image_data[attachment.path] = fh.read()
+        image_data = image_data or {}
         self._turns += 1
         turn = Turn(
             number=self._turns,
