@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import logging
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -23,6 +24,7 @@ from app.sessions.manager import SessionManager
 from app.settings import Settings
 
 VERSION = "0.1.0"
+LOG_FORMAT = "%(levelname)-9s %(name)s: %(message)s"
 ROUTERS = [
     health.router,
     agents.router,
@@ -160,5 +162,8 @@ def cli(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"acp-rest-bridge: {exc}")
     import uvicorn
 
+    # The bridge's own records (and the ACP SDK's, which go to the root logger) at the chosen level.
+    level = logging.getLevelName(settings.log_level.upper())
+    logging.basicConfig(level=level if isinstance(level, int) else logging.INFO, format=LOG_FORMAT)
     # The legacy API has no WebSocket route: no WebSocket library is loaded.
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False, ws="none")

@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     hitl_timeout: float = 0.0
     # Bytes of agent stderr kept per stderr line (longer lines are cut).
     stderr_line_limit: int = 4096
+    # Longest agent stdout line (one JSON-RPC message), bytes; a longer one is cut and reported as
+    # `agent.unparsed`, never held whole.
+    agent_line_limit: int = 64 * 1024 * 1024
 
     # Largest accepted request body (fs PUT and upload-batch included), as legacy: 2 MiB.
     body_limit: int = 2 * 1024 * 1024
