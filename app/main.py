@@ -155,6 +155,12 @@ def cli(argv: Sequence[str] | None = None) -> None:
             "acp-rest-bridge: --cors-allow-credentials needs explicit --cors-allow-method and "
             "--cors-allow-header values (browsers reject credentials with wildcards)"
         )
+    if "*" in settings.cors_allow_origin:
+        # As legacy: a wildcard is not an origin; it would otherwise silently match nothing.
+        sys.exit(
+            "acp-rest-bridge: --cors-allow-origin '*' is not supported: list each allowed origin "
+            "(e.g. -O http://localhost:5173), repeating the flag"
+        )
     try:
         app = create_app(settings)
         app.state.store.open()  # here, so a locked or unusable data dir is a one-line error
