@@ -47,6 +47,8 @@ class Settings(BaseSettings):
 
     # Largest accepted request body (fs PUT and upload-batch included), as legacy: 2 MiB.
     body_limit: int = 2 * 1024 * 1024
+    # Most bytes one upload-batch archive may unpack to (sparse members count at their full size).
+    upload_unpacked_limit: int = 1024 * 1024 * 1024
 
     # Directories /v1/fs and the agents' fs/* requests are confined to (symlinks resolved); empty:
     # no confinement, as legacy. Env: a JSON list or `:`-separated paths.

@@ -238,7 +238,7 @@ async def fs_upload_batch(request: Request) -> JSONResponse:
     if not content_type.strip().lower().startswith("application/x-tar"):
         raise InvalidRequest("content-type must be application/x-tar")
     try:
-        upload = await _blocking(TarUpload, dest)
+        upload = await _blocking(TarUpload, dest, deps.settings(request).upload_unpacked_limit)
     except OSError as exc:
         raise fs_error(exc, dest) from exc
     try:

@@ -15,6 +15,7 @@ import errno
 import os
 import posixpath
 import shutil
+import stat
 import tarfile
 import tempfile
 from collections.abc import Iterator
@@ -27,6 +28,8 @@ from .paths import clean_relative, is_within, os_error
 
 # Legacy: only the first 1024 unpacked paths are listed, then `truncated: true`.
 MAX_LISTED_PATHS = 1024
+# Default cap on the bytes an archive unpacks to (sparse members declare far more than they carry).
+UNPACKED_LIMIT = 1024 * 1024 * 1024
 
 
 def _existing_anchor(dest: str) -> str:
@@ -71,9 +74,21 @@ def _link_escapes(name: str, target: str) -> bool:
     return resolved == ".." or resolved.startswith("../")
 
 
+def _tree_bytes(top: str) -> int:
+    """Bytes of the regular files under ``top``, as the file system reports them."""
+    total = 0
+    for folder, _dirs, files in os.walk(top):
+        for name in files:
+            with contextlib.suppress(FileNotFoundError):
+                st = os.lstat(os.path.join(folder, name))
+                total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    return total
+
+
 class TarUpload:
-    def __init__(self, dest: str) -> None:
+    def __init__(self, dest: str, unpacked_limit: int = UNPACKED_LIMIT) -> None:
         self.dest = dest
+        self.unpacked_limit = unpacked_limit
         anchor = _existing_anchor(dest)
         self.staging = tempfile.mkdtemp(prefix=".upload-", dir=anchor)
         self.tree = os.path.join(self.staging, "tree")
@@ -114,15 +129,23 @@ class TarUpload:
     def _unpack(self) -> tuple[list[str], int]:
         paths: list[str] = []
         total = 0
+        declared = 0
         if os.path.getsize(self._archive_path) == 0:
             return paths, total  # an empty body is an empty archive
 
         def checked(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
-            nonlocal total
+            nonlocal total, declared
             for member in tar:
                 name = self._checked_name(member)
                 if name is None:
                     continue
+                if member.isfile():
+                    # A member's size is what it unpacks to: for a sparse one, its full length.
+                    declared += member.size
+                    if declared > self.unpacked_limit:
+                        raise InvalidRequest(
+                            f"tar archive unpacks to more than {self.unpacked_limit} bytes: {member.name}"
+                        )
                 total += 1
                 if len(paths) < MAX_LISTED_PATHS:
                     paths.append(os.path.join(self.dest, *name.split("/")))
@@ -137,6 +160,9 @@ class TarUpload:
             raise InvalidRequest(f"tar entry escapes destination: {exc.tarinfo.name}") from exc
         except tarfile.TarError as exc:
             raise StreamError(f"invalid tar archive: {exc}") from exc
+        # What was really written, whatever the headers said.
+        if _tree_bytes(self.tree) > self.unpacked_limit:
+            raise InvalidRequest(f"tar archive unpacks to more than {self.unpacked_limit} bytes")
         return paths, total
 
     def _checked_name(self, member: tarfile.TarInfo) -> str | None:

@@ -371,3 +371,49 @@ def test_without_confinement_any_absolute_path_works(client: httpx.Client, tmp_p
     elsewhere = tmp_path / "anywhere" / "f.txt"
     assert put(client, str(elsewhere), b"free").status_code == 200
     assert client.get("/v1/fs/file", params={"path": str(elsewhere)}).content == b"free"
+
+
+def sparse_tar(name: str, realsize: int) -> bytes:
+    """A PAX (GNU sparse 1.0) member carrying one byte but declaring ``realsize``."""
+    import io
+    import tarfile
+
+    body = b"1\n0\n1\n"
+    body += b"\0" * (-len(body) % 512) + b"x"
+    info = tarfile.TarInfo(f"GNUSparseFile.0/{name}")
+    info.size = len(body)
+    info.pax_headers = {
+        "GNU.sparse.major": "1",
+        "GNU.sparse.minor": "0",
+        "GNU.sparse.name": name,
+        "GNU.sparse.realsize": str(realsize),
+    }
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        tar.addfile(info, io.BytesIO(body))
+    return out.getvalue()
+
+
+def test_sparse_member_declaring_50_gib_is_refused(client: httpx.Client, tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    data = sparse_tar("big", 50 * 1024**3)
+    response = tar_upload(client, data, path=str(dest))
+    assert "unpacks to more than" in str(detail(response, 400))
+    assert listing(tmp_path) == []
+
+
+def test_unpacked_total_is_capped(tmp_path: Path) -> None:
+    from tests.support import start_bridge
+
+    server = start_bridge(tmp_path, env={"ACP_BRIDGE_UPLOAD_UNPACKED_LIMIT": "1000"})
+    try:
+        client = server.client()
+        dest = tmp_path / "dest"
+        over = make_tar([("a.bin", b"a" * 600), ("b.bin", b"b" * 600)])
+        assert "unpacks to more than 1000 bytes" in str(detail(tar_upload(client, over, path=str(dest)), 400))
+        assert not dest.exists()
+        under = make_tar([("a.bin", b"a" * 600), ("b.bin", b"b" * 400)])
+        assert tar_upload(client, under, path=str(dest)).status_code == 200
+        assert sorted(os.listdir(dest)) == ["a.bin", "b.bin"]
+    finally:
+        server.stop()
