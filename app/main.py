@@ -25,6 +25,7 @@ from app.settings import Settings
 
 VERSION = "0.1.0"
 LOG_FORMAT = "%(levelname)-9s %(name)s: %(message)s"
+SHUTDOWN_GRACE = 2.0
 ROUTERS = [
     health.router,
     agents.router,
@@ -62,6 +63,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             gc.freeze()
             yield
         finally:
+            if registry.installer is not None:
+                await registry.installer.shutdown()
             await manager.shutdown()
             store.close()  # commits every event still queued
 
@@ -172,4 +175,14 @@ def cli(argv: Sequence[str] | None = None) -> None:
     level = logging.getLevelName(settings.log_level.upper())
     logging.basicConfig(level=level if isinstance(level, int) else logging.INFO, format=LOG_FORMAT)
     # The legacy API has no WebSocket route: no WebSocket library is loaded.
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False, ws="none")
+    # SIGTERM: requests still running after SHUTDOWN_GRACE seconds (an npm install nobody waits for,
+    # a long create) are cancelled, which stops what they started, so the server exits promptly.
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        access_log=False,
+        ws="none",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE,
+    )
