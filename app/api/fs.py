@@ -97,7 +97,7 @@ def _chunks(fh: BinaryIO) -> Iterator[bytes]:
 )
 async def fs_entries(request: Request) -> JSONResponse:
     path = _path(request, Query(request), default=".")
-    return JSONResponse(await _blocking(ops.list_entries, path))
+    return JSONResponse(await _blocking(ops.list_entries, path, _confinement(request)))
 
 
 @router.get(
@@ -109,7 +109,7 @@ async def fs_entries(request: Request) -> JSONResponse:
 )
 async def fs_read_file(request: Request) -> Response:
     path = _path(request, Query(request))
-    fh, size = await _blocking(ops.open_file, path)
+    fh, size = await _blocking(ops.open_file, path, _confinement(request))
     if size > WHOLE_READ_LIMIT:
         return StreamingResponse(_chunks(fh), media_type="application/octet-stream")
     try:
@@ -131,7 +131,7 @@ async def fs_read_file(request: Request) -> Response:
 async def fs_write_file(request: Request) -> JSONResponse:
     path = _path(request, Query(request))
     try:
-        writer = await _blocking(ops.AtomicWriter, path)
+        writer = await _blocking(ops.AtomicWriter, path, _confinement(request))
     except OSError as exc:
         raise fs_error(exc, path) from exc
     try:
@@ -161,7 +161,7 @@ async def fs_delete_entry(request: Request) -> JSONResponse:
     query = Query(request)
     recursive = query.boolean("recursive")
     path = _path(request, query, follow=False)
-    await _blocking(ops.delete_entry, path, recursive)
+    await _blocking(ops.delete_entry, path, recursive, _confinement(request))
     return JSONResponse({"path": path})
 
 
@@ -174,7 +174,7 @@ async def fs_delete_entry(request: Request) -> JSONResponse:
 )
 async def fs_mkdir(request: Request) -> JSONResponse:
     path = _path(request, Query(request))
-    await _blocking(ops.mkdir, path)
+    await _blocking(ops.mkdir, path, _confinement(request))
     return JSONResponse({"path": path})
 
 
@@ -199,7 +199,7 @@ async def fs_move(request: Request) -> JSONResponse:
     fence = _confinement(request)
     fence.check(source, follow=False)
     fence.check(dest, follow=False)
-    await _blocking(ops.move_entry, source, dest, bool(body.overwrite))
+    await _blocking(ops.move_entry, source, dest, bool(body.overwrite), fence)
     return JSONResponse({"from": source, "to": dest})
 
 
@@ -212,7 +212,7 @@ async def fs_move(request: Request) -> JSONResponse:
 )
 async def fs_stat(request: Request) -> JSONResponse:
     path = _path(request, Query(request))
-    return JSONResponse(await _blocking(ops.stat_path, path))
+    return JSONResponse(await _blocking(ops.stat_path, path, _confinement(request)))
 
 
 @router.post(
@@ -238,7 +238,7 @@ async def fs_upload_batch(request: Request) -> JSONResponse:
     if not content_type.strip().lower().startswith("application/x-tar"):
         raise InvalidRequest("content-type must be application/x-tar")
     try:
-        upload = await _blocking(TarUpload, dest, deps.settings(request).upload_unpacked_limit)
+        upload = await _blocking(TarUpload, dest, deps.settings(request).upload_unpacked_limit, _confinement(request))
     except OSError as exc:
         raise fs_error(exc, dest) from exc
     try:

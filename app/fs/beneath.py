@@ -15,7 +15,6 @@ import errno
 import os
 import stat
 from collections import deque
-from collections.abc import Iterator
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 MAX_LINKS = 40  # the kernel's own limit (ELOOP)
@@ -64,21 +63,22 @@ class Beneath:
             raise Escape(path)
         return found
 
-    @contextlib.contextmanager
-    def parent(self, path: str, *, follow: bool = True) -> Iterator[tuple[int, str]]:
-        """``(dir_fd, name)`` of the entry ``path`` names, inside a root. With ``follow`` a final
-        symlink is resolved (inside the root too); without, the link itself is the entry. ``name``
-        is ``"."`` when the path is the root itself. The descriptor is closed on exit."""
+    def walk(self, path: str, *, follow: bool = True, create_parents: bool = False) -> Walk:
+        """The open directory ``path``'s entry is in, and the entry's name there. With ``follow`` a
+        final symlink is resolved (inside the root too); without, the link itself is the entry.
+        ``name`` is ``"."`` when the path is the root itself. With ``create_parents`` missing
+        directories on the way are made (``walk.created``, to undo them). Close it when done."""
         root, parts = self.locate(path)
-        fds = [os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+        walk = Walk(os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
         try:
-            name = self._walk(path, parts, fds, follow)
-            yield fds[-1], name
-        finally:
-            for fd in fds:
-                os.close(fd)
+            walk.name = self._walk(path, parts, walk, follow, create_parents)
+        except BaseException:
+            walk.close()
+            raise
+        return walk
 
-    def _walk(self, path: str, parts: list[str], fds: list[int], follow: bool) -> str:
+    def _walk(self, path: str, parts: list[str], walk: Walk, follow: bool, create: bool) -> str:
+        fds = walk.fds
         pending = deque(parts)
         links = 0
         while pending:
@@ -86,14 +86,19 @@ class Beneath:
             if name == "..":
                 if len(fds) == 1:
                     raise Escape(path)
-                os.close(fds.pop())
+                walk.spent.append(fds.pop())  # closed with the walk: `created` may refer to it
                 continue
             try:
                 st = os.stat(name, dir_fd=fds[-1], follow_symlinks=False)
             except FileNotFoundError:
-                if pending:
+                if not pending:
+                    return name  # a new entry: its directory is known
+                if not create:
                     raise
-                return name  # a new entry: its directory is known
+                os.mkdir(name, 0o777, dir_fd=fds[-1])
+                walk.created.append((fds[-1], name))
+                fds.append(os.open(name, DIR_FLAGS, dir_fd=fds[-1]))
+                continue
             if stat.S_ISLNK(st.st_mode) and (pending or follow):
                 links += 1
                 if links > MAX_LINKS:
@@ -104,8 +109,7 @@ class Beneath:
                     if found is None:
                         raise Escape(path)
                     new_root, below = found
-                    for fd in fds:
-                        os.close(fd)
+                    walk.spent.extend(fds)
                     fds.clear()
                     fds.append(os.open(new_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
                     pending.extendleft(reversed(below))
@@ -118,3 +122,36 @@ class Beneath:
             fds.append(os.open(name, DIR_FLAGS, dir_fd=fds[-1]))
         # The path was the root itself, or ended in ".." / a link to a directory.
         return "."
+
+
+class Walk:
+    """The result of ``Beneath.walk``: ``dir_fd`` (the entry's directory, open), ``name``, the
+    directories made on the way, and ``path``: a name for the entry that goes through the open
+    directory (``/proc/self/fd/<fd>/<name>``), for code that only takes paths."""
+
+    def __init__(self, root_fd: int) -> None:
+        self.fds = [root_fd]
+        self.spent: list[int] = []
+        self.created: list[tuple[int, str]] = []
+        self.name = "."
+
+    @property
+    def dir_fd(self) -> int:
+        return self.fds[-1]
+
+    @property
+    def path(self) -> str:
+        base = f"/proc/self/fd/{self.dir_fd}"
+        return base if self.name == "." else f"{base}/{self.name}"
+
+    def undo_created(self) -> None:
+        for dir_fd, name in reversed(self.created):
+            with contextlib.suppress(OSError):
+                os.rmdir(name, dir_fd=dir_fd)
+        self.created.clear()
+
+    def close(self) -> None:
+        for fd in self.fds + self.spent:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds, self.spent = [], []

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from functools import lru_cache
 
 from app.errors import BridgeError, InvalidRequest, PermissionDenied, ServiceUnavailable, StreamError
 
-from .beneath import Beneath, Escape
+from .beneath import Beneath, Escape, Walk
 
 
 def clean_relative(path: str) -> list[str] | None:
@@ -88,28 +87,60 @@ class Confinement:
     def denied(path: str) -> PermissionDenied:
         return PermissionDenied(f"path is outside the allowed filesystem roots: {path}")
 
-    @contextlib.contextmanager
-    def parent(self, path: str, *, follow: bool = True) -> Iterator[tuple[int | None, str]]:
-        """``(dir_fd, name)`` to reach ``path`` with: inside a root when confined (use the name
-        with ``dir_fd`` and without following a final link), else ``(None, path)``."""
+    def pin(self, path: str, *, follow: bool = True, create_parents: bool = False) -> Pin:
+        """Where to reach ``path``: confined, through the directory a walk from the root's
+        descriptor found (missing parents made with ``create_parents``); unconfined, the path
+        itself. Blocking (touches the disk): run in a thread. Close the pin when done."""
         if not self.roots:
-            yield None, path
-            return
+            return Pin(path, None)
         try:
-            with self._beneath.parent(path, follow=follow) as found:
-                yield found
+            return Pin(path, self._beneath.walk(path, follow=follow, create_parents=create_parents))
         except Escape as exc:
             raise self.denied(path) from exc
 
     def open(self, path: str, flags: int, mode: int = 0o666, *, follow: bool = True) -> int:
-        """``os.open`` of ``path``, confined. Blocking (may touch the disk): run in a thread."""
+        """``os.open`` of ``path``, confined. Blocking: run in a thread."""
+        with self.pin(path, follow=follow) as pin:
+            return os.open(pin.name, pin.flags(flags, follow), mode, dir_fd=pin.dir_fd)
+
+
+class Pin:
+    """An entry to operate on: ``dir_fd`` + ``name`` for the ``os`` functions that take them, and
+    ``path`` for those that take only paths (through the open directory when confined). Confined,
+    the walk has resolved the entry, so a final symlink is never followed (``nofollow``)."""
+
+    def __init__(self, requested: str, walk: Walk | None) -> None:
+        self.requested = requested
+        self.walk = walk
+        self.dir_fd: int | None = walk.dir_fd if walk is not None else None
+        self.name = walk.name if walk is not None else requested
+        self.path = walk.path if walk is not None else requested
+
+    @property
+    def confined(self) -> bool:
+        return self.walk is not None
+
+    def flags(self, flags: int, follow: bool = True) -> int:
         flags |= os.O_CLOEXEC
-        if not follow:
-            flags |= os.O_NOFOLLOW
-        with self.parent(path, follow=follow) as (dir_fd, name):
-            if dir_fd is None:
-                return os.open(name, flags, mode)
-            return os.open(name, flags | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
+        return flags | os.O_NOFOLLOW if (self.confined or not follow) else flags
+
+    def follow(self, follow: bool = True) -> bool:
+        """``follow_symlinks`` for stat-like calls on the entry."""
+        return follow and not self.confined
+
+    def undo_created(self) -> None:
+        if self.walk is not None:
+            self.walk.undo_created()
+
+    def close(self) -> None:
+        if self.walk is not None:
+            self.walk.close()
+
+    def __enter__(self) -> Pin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @lru_cache(maxsize=8)

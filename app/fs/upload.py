@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 from app.errors import InvalidRequest, StreamError
 
 from .ops import make_dirs, remove_dirs
-from .paths import clean_relative, is_within, os_error
+from .paths import Confinement, clean_relative, is_within, os_error
 
 # Legacy: only the first 1024 unpacked paths are listed, then `truncated: true`.
 MAX_LISTED_PATHS = 1024
@@ -86,11 +86,20 @@ def _tree_bytes(top: str) -> int:
 
 
 class TarUpload:
-    def __init__(self, dest: str, unpacked_limit: int = UNPACKED_LIMIT) -> None:
-        self.dest = dest
+    def __init__(self, dest: str, unpacked_limit: int = UNPACKED_LIMIT, fence: Confinement | None = None) -> None:
+        self.dest = dest  # as the client named it (the listed paths start with it)
         self.unpacked_limit = unpacked_limit
-        anchor = _existing_anchor(dest)
-        self.staging = tempfile.mkdtemp(prefix=".upload-", dir=anchor)
+        self._committed = False
+        # Confined: everything happens through the directory a walk from the root holds open
+        # (missing parents of the destination made by the walk, and removed again on failure).
+        self._pin = fence.pin(dest, create_parents=True) if fence is not None and fence.enabled else None
+        self.real = self._pin.path if self._pin is not None else dest
+        try:
+            anchor = _existing_anchor(self.real)
+            self.staging = tempfile.mkdtemp(prefix=".upload-", dir=anchor)
+        except BaseException:
+            self._release()
+            raise
         self.tree = os.path.join(self.staging, "tree")
         self._archive_path = os.path.join(self.staging, "archive.tar")
         try:
@@ -98,6 +107,7 @@ class TarUpload:
             self._archive: BinaryIO | None = open(self._archive_path, "wb")  # closed in finish/abort
         except OSError:
             remove_tree(self.staging)
+            self._release()
             raise
         self.size = 0
 
@@ -112,6 +122,14 @@ class TarUpload:
                 self._archive.close()
             self._archive = None
         remove_tree(self.staging)
+        self._release()
+
+    def _release(self) -> None:
+        if self._pin is not None:
+            if not self._committed:
+                self._pin.undo_created()
+            self._pin.close()
+            self._pin = None
 
     def finish(self) -> dict[str, Any]:
         """Unpack, move into place, clean up. Blocking: run in a worker thread."""
@@ -121,6 +139,7 @@ class TarUpload:
             self._archive = None
             paths, total = self._unpack()
             self._commit()
+            self._committed = True
             return {"paths": paths, "truncated": total > MAX_LISTED_PATHS}
         finally:
             self.abort()
@@ -189,10 +208,10 @@ class TarUpload:
 
     # ---- moving the tree into place ---------------------------------------------------------
     def _commit(self) -> None:
-        if not os.path.isdir(self.dest):
-            created = make_dirs(os.path.dirname(self.dest))
+        if not os.path.isdir(self.real):
+            created = make_dirs(os.path.dirname(self.real))
             try:
-                os.rename(self.tree, self.dest)
+                os.rename(self.tree, self.real)
             except BaseException:
                 remove_dirs(created)
                 raise
@@ -201,7 +220,7 @@ class TarUpload:
         # (where it was, where it is now) for every rename, so they can be undone in reverse.
         journal: list[tuple[str, str]] = []
         try:
-            self._merge(self.tree, self.dest, journal)
+            self._merge(self.tree, self.real, journal)
         except BaseException:
             self._rollback(journal)
             raise
@@ -217,8 +236,8 @@ class TarUpload:
             if staged_dir:
                 if not os.path.isdir(target):
                     raise os_error(errno.EEXIST)
-                if os.path.islink(target) and not is_within(os.path.realpath(target), os.path.realpath(self.dest)):
-                    relative = os.path.relpath(target, self.dest)
+                if os.path.islink(target) and not is_within(os.path.realpath(target), os.path.realpath(self.real)):
+                    relative = os.path.relpath(target, self.real)
                     raise InvalidRequest(f"tar entry escapes destination: {relative}")
                 self._merge(staged, target, journal)
                 continue
