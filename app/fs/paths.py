@@ -76,7 +76,10 @@ class Confinement:
     def allows(self, path: str, *, follow: bool = True) -> bool:
         if not self.roots:
             return True
-        real = real_location(path, follow=follow)
+        try:
+            real = real_location(path, follow=follow)
+        except OSError:
+            return True  # changing under us: the operation's own walk decides
         return any(is_within(real, root) for root in self.roots)
 
     def check(self, path: str, *, follow: bool = True) -> None:

@@ -417,3 +417,58 @@ def test_unpacked_total_is_capped(tmp_path: Path) -> None:
         assert sorted(os.listdir(dest)) == ["a.bin", "b.bin"]
     finally:
         server.stop()
+
+
+def test_a_symlink_swapped_in_during_requests_never_leads_out(fenced: Fenced) -> None:
+    """A local process flips a directory inside the root with a link to outside while the client
+    reads, writes and lists through it: no answer ever shows or changes the outside."""
+    import shutil
+    import threading
+    import uuid
+
+    client = fenced.bridge.client()
+    name = f"flip-{uuid.uuid4().hex[:6]}"
+    inside, link, outside = fenced.root / name, fenced.root / (name + ".link"), fenced.outside / name
+    inside.mkdir()
+    outside.mkdir()
+    (inside / "f.txt").write_text("inside")
+    (outside / "f.txt").write_text("secret")
+    link.symlink_to(outside)
+    flip = fenced.root / (name + ".flip")
+    stop = threading.Event()
+
+    flips = 0
+
+    def flipper() -> None:
+        # `flip` is alternately the real directory and the link out (atomic renames). A write may
+        # create `flip` as a new directory while it is absent: that one is removed again.
+        nonlocal flips
+        while not stop.is_set():
+            try:
+                os.rename(inside, flip)
+                os.rename(flip, inside)
+                os.rename(link, flip)
+                os.rename(flip, link)
+                flips += 1
+            except OSError:
+                if flip.is_dir() and not flip.is_symlink():
+                    shutil.rmtree(flip, ignore_errors=True)
+
+    thread = threading.Thread(target=flipper, daemon=True)
+    thread.start()
+    seen = set()
+    try:
+        for i in range(150):
+            read = client.get("/v1/fs/file", params={"path": str(flip / "f.txt")})
+            seen.add(read.status_code)
+            assert b"secret" not in read.content
+            client.put("/v1/fs/file", params={"path": str(flip / "f.txt")}, content=f"w{i}".encode())
+            listed = client.get("/v1/fs/entries", params={"path": str(flip)})
+            assert "secret" not in listed.text
+    finally:
+        stop.set()
+        thread.join(5)
+    assert (outside / "f.txt").read_text() == "secret"
+    assert sorted(os.listdir(outside)) == ["f.txt"]
+    assert seen <= {200, 400, 403, 502}
+    assert flips > 10
