@@ -38,7 +38,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         return PlainTextResponse("404 Not Found\n\n" + SERVER_INFO, status_code=404)
     if exc.status_code == 405:
         return Response(status_code=405, headers=exc.headers)
-    return PlainTextResponse(str(exc.detail), status_code=exc.status_code, headers=exc.headers)
+    error = RequestFormatError(str(exc.detail), exc.status_code)
+    return JSONResponse(error.problem(), status_code=exc.status_code, headers=exc.headers)
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
