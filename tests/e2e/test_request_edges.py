@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import Bridge, create_session, events, send
+from tests.support import Bridge, create_session, events, send, until_type, wait_for_events
 
 
 def problem(response: httpx.Response, status: int) -> dict[str, Any]:
@@ -45,10 +45,7 @@ def test_lone_surrogate_in_message_is_400(bridge: Bridge, client: httpx.Client, 
     assert "surrogate" in body_["detail"]
     # Nothing was accepted, and the session still records what comes next.
     send(client, sid, "hello")
-    for _ in range(200):
-        if any(e["type"] == "turn.ended" for e in events(client, sid)):
-            break
-    assert any(e["type"] == "turn.ended" for e in events(client, sid))
+    wait_for_events(client, sid, until_type("turn.ended"), timeout=30)
 
 
 def test_lone_surrogate_in_title_is_400(client: httpx.Client) -> None:
