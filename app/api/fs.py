@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from functools import partial
 from typing import Any, BinaryIO
 
 from fastapi import APIRouter, Request
@@ -68,10 +69,14 @@ def _root(request: Request, query: Query) -> str:
     return home_dir()
 
 
-def _path(request: Request, query: Query, *, default: str | None = None, follow: bool = True) -> str:
+async def _path(request: Request, query: Query, *, default: str | None = None, follow: bool = True) -> str:
     raw = query.string("path", required=default is None)
     path = resolve(raw if raw is not None else default or "", _root(request, query))
-    _confinement(request).check(path, follow=follow)
+    # An early, friendly refusal (realpath touches the disk: in a thread); the operation itself
+    # is confined by its walk from the root whatever changes meanwhile.
+    fence = _confinement(request)
+    if fence.enabled:
+        await _blocking(partial(fence.check, path, follow=follow))
     return path
 
 
@@ -96,7 +101,7 @@ def _chunks(fh: BinaryIO) -> Iterator[bytes]:
     openapi_extra=_doc(_param("path", "Path to list (relative or absolute; default `.`)")),
 )
 async def fs_entries(request: Request) -> JSONResponse:
-    path = _path(request, Query(request), default=".")
+    path = await _path(request, Query(request), default=".")
     return JSONResponse(await _blocking(ops.list_entries, path, _confinement(request)))
 
 
@@ -108,7 +113,7 @@ async def fs_entries(request: Request) -> JSONResponse:
     openapi_extra=_doc(_param("path", "File path (relative or absolute)", required=True)),
 )
 async def fs_read_file(request: Request) -> Response:
-    path = _path(request, Query(request))
+    path = await _path(request, Query(request))
     fh, size = await _blocking(ops.open_file, path, _confinement(request))
     if size > WHOLE_READ_LIMIT:
         return StreamingResponse(_chunks(fh), media_type="application/octet-stream")
@@ -129,7 +134,7 @@ async def fs_read_file(request: Request) -> Response:
     openapi_extra=_doc(_param("path", "File path (relative or absolute)", required=True), body=BINARY_BODY),
 )
 async def fs_write_file(request: Request) -> JSONResponse:
-    path = _path(request, Query(request))
+    path = await _path(request, Query(request))
     try:
         writer = await _blocking(ops.AtomicWriter, path, _confinement(request))
     except OSError as exc:
@@ -160,7 +165,7 @@ async def fs_write_file(request: Request) -> JSONResponse:
 async def fs_delete_entry(request: Request) -> JSONResponse:
     query = Query(request)
     recursive = query.boolean("recursive")
-    path = _path(request, query, follow=False)
+    path = await _path(request, query, follow=False)
     await _blocking(ops.delete_entry, path, recursive, _confinement(request))
     return JSONResponse({"path": path})
 
@@ -173,7 +178,7 @@ async def fs_delete_entry(request: Request) -> JSONResponse:
     openapi_extra=_doc(_param("path", "Directory path to create", required=True)),
 )
 async def fs_mkdir(request: Request) -> JSONResponse:
-    path = _path(request, Query(request))
+    path = await _path(request, Query(request))
     await _blocking(ops.mkdir, path, _confinement(request))
     return JSONResponse({"path": path})
 
@@ -197,8 +202,8 @@ async def fs_move(request: Request) -> JSONResponse:
     body = await json_body(request, FsMoveRequest)
     source, dest = resolve(body.from_, root), resolve(body.to, root)
     fence = _confinement(request)
-    fence.check(source, follow=False)
-    fence.check(dest, follow=False)
+    await _blocking(partial(fence.check, source, follow=False))
+    await _blocking(partial(fence.check, dest, follow=False))
     await _blocking(ops.move_entry, source, dest, bool(body.overwrite), fence)
     return JSONResponse({"from": source, "to": dest})
 
@@ -211,7 +216,7 @@ async def fs_move(request: Request) -> JSONResponse:
     openapi_extra=_doc(_param("path", "Path to stat (symlinks are followed)", required=True)),
 )
 async def fs_stat(request: Request) -> JSONResponse:
-    path = _path(request, Query(request))
+    path = await _path(request, Query(request))
     return JSONResponse(await _blocking(ops.stat_path, path, _confinement(request)))
 
 
@@ -233,7 +238,7 @@ async def fs_stat(request: Request) -> JSONResponse:
     ),
 )
 async def fs_upload_batch(request: Request) -> JSONResponse:
-    dest = _path(request, Query(request), default=".")
+    dest = await _path(request, Query(request), default=".")
     content_type = request.headers.get("content-type", "")
     if not content_type.strip().lower().startswith("application/x-tar"):
         raise InvalidRequest("content-type must be application/x-tar")
