@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from starlette.responses import PlainTextResponse
 
 from app.agents.registry import AgentRegistry, AgentsFileError
-from app.api import agents, errors, events, fs, health, permissions, questions, sessions
+from app.api import agents, events, fs, health, permissions, problems, questions, sessions
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware, CORSMiddleware, EncodedPathMiddleware
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore
@@ -77,19 +77,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.registry = registry
     app.state.manager = manager
     app.state.store = store
-    errors.install(app)
+    problems.install(app)
     for router in ROUTERS:
         app.include_router(router)
 
     @app.get("/", include_in_schema=False)
     async def server_info() -> PlainTextResponse:
-        return PlainTextResponse(errors.SERVER_INFO)
+        return PlainTextResponse(problems.SERVER_INFO)
 
     # add_middleware wraps: the last added runs first. Order seen by a request:
     # CORS (answers every OPTIONS) -> auth -> body limit -> encoded-path routing -> app.
     app.add_middleware(EncodedPathMiddleware)
-    app.add_middleware(BodyLimitMiddleware, limit=settings.body_limit, on_error=errors.problem_response)
-    app.add_middleware(AuthMiddleware, token=settings.token, on_error=errors.problem_response)
+    app.add_middleware(BodyLimitMiddleware, limit=settings.body_limit, on_error=problems.problem_response)
+    app.add_middleware(AuthMiddleware, token=settings.token, on_error=problems.problem_response)
     app.add_middleware(
         CORSMiddleware,
         origins=settings.cors_allow_origin,

@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator, Callable
 from operator import attrgetter
 from typing import Any
 
-from app.translate.drafts import EventDraft, raw_json_text
-from app.translate.envelope import dumps, envelope_json, now_ns, with_raw
+from app.events.envelope import dumps, envelope_json, now_ns, with_raw
+from app.events.model import EventDraft, raw_json_text
 
 from .store import EventStore
 

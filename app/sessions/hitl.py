@@ -15,7 +15,7 @@ from typing import Any
 
 from app.acp.sdk import RequestError
 from app.errors import InvalidRequest
-from app.translate.hitl import allocate_id
+from app.translate.hitl_shapes import allocate_id
 
 from .session import CANCEL_HOOKS, PendingRequest, Session
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from app.errors import InvalidRequest
-from app.translate.drafts import PERMISSION_REQUESTED, PERMISSION_RESOLVED
-from app.translate.hitl import (
+from app.events.model import PERMISSION_REQUESTED, PERMISSION_RESOLVED
+from app.translate.hitl_shapes import (
     CANCELLED_OUTCOME,
     PermissionInfo,
     ToolCallMemory,

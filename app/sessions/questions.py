@@ -18,8 +18,8 @@ from typing import Any
 
 from app.acp.sdk import RequestError
 from app.errors import InvalidRequest
-from app.translate.drafts import QUESTION_REQUESTED, QUESTION_RESOLVED
-from app.translate.hitl import (
+from app.events.model import QUESTION_REQUESTED, QUESTION_RESOLVED
+from app.translate.hitl_shapes import (
     ELICITATION_ACCEPT,
     ELICITATION_CANCEL,
     ELICITATION_DECLINE,

@@ -17,12 +17,12 @@ from app.acp.sdk import RequestError
 from app.agents.registry import AgentSpec
 from app.errors import AgentNotInstalled, AgentProcessExited, InvalidRequest, StreamError, Timeout
 from app.events.log import SessionEventLog
-from app.translate.drafts import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft
+from app.events.model import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft
 from app.translate.extensions import rpc_error_data
 from app.translate.outgoing import mcp_servers as mcp_servers  # moved to translate/; kept importable here
 from app.translate.outgoing import prompt_params, session_new_params
 from app.translate.prompt import Attachment, prompt_blocks, user_item_parts
-from app.translate.session import MOCK_USER_ITEM, SessionTranslator, UserItemStyle
+from app.translate.session_translator import MOCK_USER_ITEM, SessionTranslator, UserItemStyle
 
 from . import services
 

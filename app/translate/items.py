@@ -6,7 +6,7 @@ import copy
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
-from .drafts import ITEM_COMPLETED, ITEM_DELTA, ITEM_STARTED, EventDraft
+from app.events.model import ITEM_COMPLETED, ITEM_DELTA, ITEM_STARTED, EventDraft
 
 
 class ItemIds:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app.translate.session import SessionTranslator
+from app.translate.session_translator import SessionTranslator
 from app.translate.tools import output_text
 from tests.unit.translate_support import end_turn, feed, items, text_chunk, types
 

@@ -1,4 +1,4 @@
-"""What translation produces: legacy events before the log gives them a sequence."""
+"""The event model: legacy events before the log gives them a sequence (drafts), the 13 event types, raw payloads."""
 
 from __future__ import annotations
 

@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from app.events.envelope import dumps
+from app.events.model import AGENT_UNPARSED, TURN_ENDED, TURN_STARTED, EventDraft
+
 from . import extensions, status
 from .checks import block_problem, update_problem
-from .drafts import AGENT_UNPARSED, TURN_ENDED, TURN_STARTED, EventDraft
-from .envelope import dumps
 from .items import ItemIds, ItemLifecycle, make_item
 from .messages import CHUNK_KINDS, UPSERT_KINDS, MessageAssembler
 from .prompt import attachments_text
