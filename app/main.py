@@ -19,6 +19,7 @@ from app.api import agents, events, fs, health, permissions, problems, questions
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware, CORSMiddleware, EncodedPathMiddleware
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore
+from app.sessions.client_services import ClientServices
 from app.sessions.manager import SessionManager
 from app.settings import Settings
 
@@ -40,13 +41,15 @@ def open_store(settings: Settings) -> EventStore:
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
+    """The composition root: every service of the server is built here, once, and handed on."""
     settings = settings or Settings()
     data_dir = settings.resolved_data_dir()
     registry = AgentRegistry(
         settings.agents_file, install_dir=data_dir / "bin", install_timeout=settings.install_timeout
     )
     store = open_store(settings)
-    manager = SessionManager(settings, registry, store)
+    services = ClientServices()  # what the bridge answers when an agent asks (permissions, files, terminals...)
+    manager = SessionManager(settings, registry, store, services)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -422,7 +422,7 @@ async def test_terminate_with_pending_requests_leaks_no_task_or_process(tmp_path
     pid = session.process.pid
     await session.terminate()
     assert session.pending == {}
-    assert session.extensions["permissions"].open == {} and session.extensions["questions"].open == {}
+    assert session.permissions.open == {} and session.questions.open == {}
 
     async def settled() -> bool:
         for _ in range(500):
@@ -452,8 +452,8 @@ async def test_server_shutdown_cancels_pending_requests_and_records_nothing(tmp_
         assert event is not None
     assert session.process is not None
     pid, count = session.process.pid, session.log.count
-    request = session.extensions["permissions"].open["s-1"]
+    request = session.permissions.open["s-1"]
     await manager.shutdown()
     assert session.pending == {} and session.log.count == count
-    assert request.pending.future.result() == {"outcome": {"outcome": "cancelled"}}
+    assert request.future.result() == {"outcome": {"outcome": "cancelled"}}
     assert not pid_alive(pid)
