@@ -56,10 +56,12 @@ class WireMessage(dict[str, Any]):
     """
 
     __slots__ = ("json_text",)
+    json_text: str
 
 
-_scan_once = json.JSONDecoder().scan_once
-_WHITESPACE = json.decoder.WHITESPACE
+# The C scanner and the whitespace pattern json.loads itself uses (not in the typeshed stubs).
+_scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_WHITESPACE = json.decoder.WHITESPACE  # type: ignore[attr-defined]
 
 
 def parse_json(text: str) -> Any:

@@ -63,7 +63,7 @@ class StoredEvent:
             # Two threads may get here at once: both compute the same string.
             value = self._raw_json = None if raw is None else raw_to_json(raw)
             self._raw = None
-        return value  # type: ignore[no-any-return]
+        return value
 
     def render(self, include_raw: bool) -> str:
         return with_raw(self.json, self.raw_json) if include_raw else self.json

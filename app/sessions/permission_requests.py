@@ -67,7 +67,7 @@ def observe(session: Session, message: dict[str, Any]) -> None:
     params = message.get("params")
     if not isinstance(params, dict):
         return  # `handle` answers invalid params
-    tool_call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+    tool_call: dict[str, Any] = params["toolCall"] if isinstance(params.get("toolCall"), dict) else {}
     permissions = session.permissions
     info = permission_info(params, permissions.tool_calls.get(tool_call.get("toolCallId")))
     request = permissions.add(

@@ -79,7 +79,7 @@ def _reject(session: Session, request: QuestionRequest) -> None:
 
 # ---- agent side ----------------------------------------------------------------------------------
 def _is_form(params: dict[str, Any]) -> bool:
-    return params.get("mode", "form") == "form"
+    return bool(params.get("mode", "form") == "form")
 
 
 def _register(session: Session, message: dict[str, Any], info: QuestionInfo) -> None:

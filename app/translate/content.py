@@ -32,8 +32,10 @@ def uri_to_path(uri: str) -> str:
 
 
 def block_text(block: Any) -> str | None:
-    if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
-        return block["text"]
+    if isinstance(block, dict) and block.get("type") == "text":
+        text = block.get("text")
+        if isinstance(text, str):
+            return text
     return None
 
 
@@ -76,7 +78,8 @@ def reasoning_visibility(block: Any, default: str = "public") -> str:
 def part_delta(part: dict[str, Any]) -> str | None:
     """The text a part contributes to an item.delta."""
     if part["type"] in ("text", "reasoning"):
-        return part["text"]
+        text: str = part["text"]
+        return text
     return None
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from typing import Any
 
 from app.events.model import ITEM_COMPLETED, ITEM_DELTA, ITEM_STARTED, EventDraft

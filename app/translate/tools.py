@@ -331,7 +331,7 @@ def output_text(raw_output: Any) -> str:
     if isinstance(raw_output, str):
         return raw_output
     if isinstance(raw_output, dict) and isinstance(raw_output.get("output"), str):
-        return raw_output["output"]
+        return str(raw_output["output"])
     if (
         isinstance(raw_output, list)
         and raw_output
