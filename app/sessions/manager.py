@@ -55,9 +55,6 @@ class SessionManager:
         """Newest first."""
         return sorted(self._sessions.values(), key=lambda s: s.created_at_ms, reverse=True)
 
-    def add_restored(self, session: Session) -> None:
-        self._sessions[session.id] = session
-
     def restore(self) -> None:
         """Sessions of an earlier run on this data dir: listed, readable, ended (no agent process)."""
         for record in self.store.load_sessions():

@@ -226,9 +226,6 @@ class Session:
         self.record(self.translator.turn_ended(turn.turn_id, metadata, raw=self.turns.take_prompt_response()))
 
     @property
-    def turn_running(self) -> bool:
-        return self.turns.running
-
     async def wait_idle(self, timeout: float) -> bool:
         return await self.turns.wait_idle(timeout)
 

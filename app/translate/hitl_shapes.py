@@ -16,7 +16,6 @@ from typing import Any
 
 from .content import meta_get
 
-PERMISSION_REPLIES = ("once", "always", "reject")
 # Option kinds in order of preference for each legacy reply (ACP: choose by kind, never by id).
 OPTION_PREFERENCE: dict[str, tuple[str, ...]] = {
     "once": ("allow_once", "allow_always"),

@@ -72,9 +72,6 @@ class ItemLifecycle:
         self._delta_seen: set[str] = set()
         self._delta_head: tuple[tuple[str, str | None] | None, str] = (None, "")
 
-    def is_started(self, item_id: str) -> bool:
-        return item_id in self._started
-
     def started(self, item: dict[str, Any], *, raw: Any = None, synthetic: bool = False) -> list[EventDraft]:
         item_id = item["item_id"]
         if item_id in self._started:
