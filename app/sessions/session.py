@@ -225,10 +225,6 @@ class Session:
             metadata["meta"] = result["_meta"]
         self.record(self.translator.turn_ended(turn.turn_id, metadata, raw=self.turns.take_prompt_response()))
 
-    @property
-    async def wait_idle(self, timeout: float) -> bool:
-        return await self.turns.wait_idle(timeout)
-
     # ---- AgentObserver: the connection hands over every message, in wire order ----------------
     def on_incoming(self, message: dict[str, Any]) -> None:
         method = message.get("method")
