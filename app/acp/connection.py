@@ -14,10 +14,11 @@ import json
 import logging
 from collections import deque
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from .process import AgentProcess
 from .sdk import PROTOCOL_VERSION, SDK_DIR, Connection, MessageSender, NdjsonTransport, RequestError, TaskSupervisor
+from .shapes import InitializeResult
 from .transcript import AGENT_TO_CLIENT, CLIENT_TO_AGENT, TranscriptWriter
 
 
@@ -184,7 +185,7 @@ class AgentConnection:
         self.agent_capabilities: dict[str, Any] = {}
         self.agent_info: dict[str, Any] = {}
         self.protocol_version: Any = None
-        self.initialize_result: dict[str, Any] = {}
+        self.initialize_result: InitializeResult = {}
 
     # ---- client -> agent -----------------------------------------------------------------
     async def initialize(self, client_capabilities: dict[str, Any]) -> dict[str, Any]:
@@ -197,7 +198,7 @@ class AgentConnection:
             },
         )
         result = result if isinstance(result, dict) else {}
-        self.initialize_result = result
+        self.initialize_result = cast(InitializeResult, result)
         self.protocol_version = result.get("protocolVersion")
         caps = result.get("agentCapabilities")
         self.agent_capabilities = caps if isinstance(caps, dict) else {}

@@ -8,11 +8,12 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from app.acp.connection import AgentConnection, AgentObserver
 from app.acp.process import AgentProcess, ExitInfo
 from app.acp.sdk import RequestError
+from app.acp.shapes import NewSessionResult
 from app.agents.registry import AgentSpec
 from app.errors import AgentNotInstalled, AgentProcessExited, StreamError, Timeout
 from app.settings import Settings
@@ -27,7 +28,7 @@ class NewSession:
     """What the agent answered to `session/new`, and the exchange itself (session.started raw)."""
 
     native_session_id: str
-    result: dict[str, Any]
+    result: NewSessionResult
     raw: list[Any] = field(default_factory=list)
 
 
@@ -98,15 +99,16 @@ class AgentLink:
         if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
             raise StreamError("agent answered session/new without a sessionId")
         request = {"jsonrpc": "2.0", "method": "session/new", "params": params}
-        new = NewSession(result["sessionId"], result, [request, {"jsonrpc": "2.0", "result": result}])
-        self.spec.learn(self.connection.initialize_result, result)
+        answer = cast(NewSessionResult, result)
+        new = NewSession(answer["sessionId"], answer, [request, {"jsonrpc": "2.0", "result": result}])
+        self.spec.learn(dict(self.connection.initialize_result), result)
         await self._apply_modes(new, config, state)
         return new
 
     async def _apply_modes(self, new: NewSession, config: SessionConfig, state: SessionState) -> None:
         """Ask the agent for the requested mode/model when it offers them (session/new result)."""
         assert self.connection is not None
-        result = new.result
+        result: dict[str, Any] = dict(new.result)  # fields still checked: the agent may send anything
         modes = result.get("modes")
         if isinstance(modes, dict):
             current = modes.get("currentModeId")

@@ -79,9 +79,8 @@ class Session:
         self.questions = Questions()
         # Agent requests waiting for an answer (permissions and questions), by JSON-RPC id.
         self.pending: dict[Any, HumanRequest[Any]] = {}
-        # What the agent said at session/new.
+        # The agent's id of the session (session/new).
         self.native_session_id: str | None = None
-        self.new_session_result: dict[str, Any] = {}
         # Lifecycle: changed only by ``_set_phase``.
         self.phase = Phase.STARTING
         self.end_reason: EndReason | None = None
@@ -155,7 +154,6 @@ class Session:
             await self.terminals.close_all()  # any the agent opened during the handshake
             raise
         self.native_session_id = new.native_session_id
-        self.new_session_result = new.result
         self.agent.watch(self._agent_exited, lambda: self.ended)
         self._set_phase(Phase.RUNNING)
         self.log.native_session_id = self.native_session_id
