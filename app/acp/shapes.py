@@ -44,16 +44,3 @@ class NewSessionResult(TypedDict):
     modes: NotRequired[SessionModeState | None]
     configOptions: NotRequired[list[ConfigOption] | None]
     _meta: NotRequired[dict[str, Any]]
-
-
-class PromptResult(TypedDict):
-    stopReason: str
-    _meta: NotRequired[dict[str, Any]]
-
-
-class SessionNotification(TypedDict):
-    """The params of `session/update`."""
-
-    sessionId: str
-    update: dict[str, Any]  # discriminated by ``sessionUpdate``
-    _meta: NotRequired[dict[str, Any]]
