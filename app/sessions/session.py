@@ -274,8 +274,8 @@ class Session:
     # ---- ending ----------------------------------------------------------------------------
     # Every end goes the same way: (1) phase ending, no more turns; (2) the running turn is
     # cancelled (terminate only); (3) waiting requests get their cancel result; (4) open items are
-    # closed and session.ended recorded (not at server shutdown); (5) ``_release``: terminals,
-    # the saved record, the agent process, the turn task; (6) phase ended.
+    # closed and session.ended recorded (not at server shutdown); (5) ``_release``: the saved
+    # record, terminals, the agent process, the turn task; (6) phase ended.
 
     async def terminate(self) -> None:
         """Legacy terminate: record exactly one session.ended, stop the agent. Idempotent."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -42,9 +41,9 @@ BASH = "Use the bash tool to run `ls` in the current directory. Do not answer wi
 PERMISSION_KEYS = ["permission_id", "action", "status", "metadata"]
 
 
-@pytest.fixture(scope="module")
-def probe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bridge]:
-    yield from hitl_bridge(tmp_path_factory.mktemp("hitl-permissions"))
+@pytest.fixture
+def probe(hitl_probe: Bridge) -> Bridge:
+    return hitl_probe
 
 
 # ---- legacy checklist (mock agent) ----------------------------------------------------------------
