@@ -10,7 +10,6 @@ from app.legacy.models import (
     SessionListResponse,
 )
 from app.sessions.attachments import read_images
-from app.translate.prompt import Attachment, resolve_attachment_path
 
 from . import deps
 from .parsing import json_body, path_param
@@ -37,9 +36,7 @@ async def accept_message(request: Request, session_id: str) -> str:
     Returns the id of the message's turn."""
     body = await json_body(request, MessageRequest)
     session = deps.manager(request).get(session_id)
-    attachments = [
-        Attachment(resolve_attachment_path(a.path, session.fs_root), a.mime, a.filename) for a in body.attachments or []
-    ]
+    attachments = [session.attachment(a.path, a.mime, a.filename) for a in body.attachments or []]
     session.check_accepting()
     image_data = await read_images(session, attachments)
     return session.send_message(body.message, attachments, image_data)

@@ -20,15 +20,14 @@ async def read_images(session: Session, attachments: list[Attachment]) -> dict[s
     must lie inside the fs roots (403 naming it otherwise); an image that is not a regular file or
     is over ``attachment_limit`` is a 400 naming it; a missing one is left out (sent as a link)."""
     settings = session.settings
-    fence = confinement(tuple(getattr(settings, "fs_roots", ()) or ()))
+    fence = confinement(tuple(settings.fs_roots))
     for attachment in attachments:
         if "\x00" in attachment.path:
             raise InvalidRequest(f"invalid path: contains a NUL byte: {attachment.path!r}")
         fence.check(attachment.path)
-    connection = session.connection
-    if connection is None or not connection.prompt_capabilities.get("image"):
+    if not session.agent.prompt_capabilities.get("image"):
         return {}
-    limit = int(getattr(settings, "attachment_limit", 20 * 1024 * 1024))
+    limit = settings.attachment_limit
     data: dict[str, bytes] = {}
     for attachment in attachments:
         mime = attachment.mime_type

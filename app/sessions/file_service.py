@@ -13,8 +13,6 @@ from app.errors import PermissionDenied
 from app.fs import ops
 from app.fs.paths import Confinement, confinement, os_message
 
-from . import services
-
 if TYPE_CHECKING:
     from .session import Session
 
@@ -23,7 +21,7 @@ INTERNAL_ERROR = -32603
 
 
 def _fence(session: Session) -> Confinement:
-    return confinement(tuple(getattr(session.settings, "fs_roots", ()) or ()))
+    return confinement(tuple(session.settings.fs_roots))
 
 
 def _denied(path: str) -> RequestError:
@@ -71,11 +69,3 @@ async def write_text_file(session: Session, params: Any, request_id: Any) -> dic
     except OSError as exc:
         raise _os_failure(exc, path) from exc
     return {}  # the schema wants an empty object, not null
-
-
-services.register(
-    services.ClientService("fs/read_text_file", read_text_file, capability={"fs": {"readTextFile": True}})
-)
-services.register(
-    services.ClientService("fs/write_text_file", write_text_file, capability={"fs": {"writeTextFile": True}})
-)
