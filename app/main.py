@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import gc
 import json
+import logging
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -16,15 +17,18 @@ from fastapi import FastAPI
 from starlette.responses import PlainTextResponse
 
 from app.agents.registry import AgentRegistry, AgentsFileError
-from app.api import agents, errors, events, fs, health, permissions, questions, sessions, ui
+from app.api import agents, events, fs, health, permissions, problems, questions, sessions, ui
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware, CORSMiddleware, EncodedPathMiddleware
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore
 from app.sessions import retention
+from app.sessions.client_services import ClientServices
 from app.sessions.manager import SessionManager
 from app.settings import Settings
 
 VERSION = "0.1.0"
+LOG_FORMAT = "%(levelname)-9s %(name)s: %(message)s"
+SHUTDOWN_GRACE = 2  # seconds (uvicorn takes whole seconds)
 ROUTERS = [
     health.router,
     agents.router,
@@ -42,13 +46,15 @@ def open_store(settings: Settings) -> EventStore:
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
+    """The composition root: every service of the server is built here, once, and handed on."""
     settings = settings or Settings()
     data_dir = settings.resolved_data_dir()
     registry = AgentRegistry(
         settings.agents_file, install_dir=data_dir / "bin", install_timeout=settings.install_timeout
     )
     store = open_store(settings)
-    manager = SessionManager(settings, registry, store)
+    services = ClientServices()  # what the bridge answers when an agent asks (permissions, files, terminals...)
+    manager = SessionManager(settings, registry, store, services)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -67,6 +73,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             if pruning is not None:
                 pruning.cancel()
+            if registry.installer is not None:
+                await registry.installer.shutdown()
             await manager.shutdown()
             store.close()  # commits every event still queued
 
@@ -84,20 +92,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.registry = registry
     app.state.manager = manager
     app.state.store = store
-    errors.install(app)
+    problems.install(app)
     for router in ROUTERS:
         app.include_router(router)
     ui.install(app)
 
     @app.get("/", include_in_schema=False)
     async def server_info() -> PlainTextResponse:
-        return PlainTextResponse(errors.SERVER_INFO)
+        return PlainTextResponse(problems.SERVER_INFO)
 
     # add_middleware wraps: the last added runs first. Order seen by a request:
     # CORS (answers every OPTIONS) -> auth -> body limit -> encoded-path routing -> app.
     app.add_middleware(EncodedPathMiddleware)
-    app.add_middleware(BodyLimitMiddleware, limit=settings.body_limit, on_error=errors.problem_response)
-    app.add_middleware(AuthMiddleware, token=settings.token, on_error=errors.problem_response)
+    app.add_middleware(BodyLimitMiddleware, limit=settings.body_limit, on_error=problems.problem_response)
+    app.add_middleware(AuthMiddleware, token=settings.token, on_error=problems.problem_response)
     app.add_middleware(
         CORSMiddleware,
         origins=settings.cors_allow_origin,
@@ -161,6 +169,12 @@ def cli(argv: Sequence[str] | None = None) -> None:
             "acp-rest-bridge: --cors-allow-credentials needs explicit --cors-allow-method and "
             "--cors-allow-header values (browsers reject credentials with wildcards)"
         )
+    if "*" in settings.cors_allow_origin:
+        # As legacy: a wildcard is not an origin; it would otherwise silently match nothing.
+        sys.exit(
+            "acp-rest-bridge: --cors-allow-origin '*' is not supported: list each allowed origin "
+            "(e.g. -O http://localhost:5173), repeating the flag"
+        )
     try:
         app = create_app(settings)
         app.state.store.open()  # here, so a locked or unusable data dir is a one-line error
@@ -168,5 +182,18 @@ def cli(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"acp-rest-bridge: {exc}")
     import uvicorn
 
+    # The bridge's own records (and the ACP SDK's, which go to the root logger) at the chosen level.
+    level = logging.getLevelName(settings.log_level.upper())
+    logging.basicConfig(level=level if isinstance(level, int) else logging.INFO, format=LOG_FORMAT)
     # The legacy API has no WebSocket route: no WebSocket library is loaded.
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False, ws="none")
+    # SIGTERM: requests still running after SHUTDOWN_GRACE seconds (an npm install nobody waits for,
+    # a long create) are cancelled, which stops what they started, so the server exits promptly.
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        access_log=False,
+        ws="none",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE,
+    )

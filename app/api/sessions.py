@@ -9,7 +9,7 @@ from app.legacy.models import (
     MessageRequest,
     SessionListResponse,
 )
-from app.translate.prompt import Attachment, resolve_attachment_path
+from app.sessions.attachments import read_images
 
 from . import deps
 from .parsing import json_body, path_param
@@ -38,11 +38,11 @@ async def accept_message(request: Request, session_id: str) -> str:
     body = await json_body(request, MessageRequest)
     session = deps.manager(request).get(session_id)
     deps.manager(request).check_storage()
-    attachments = [
-        Attachment(resolve_attachment_path(a.path, session.fs_root), a.mime, a.filename) for a in body.attachments or []
-    ]
-    turn_id = session.send_message(body.message, attachments)
-    await session.log.settled()
+    attachments = [session.attachment(a.path, a.mime, a.filename) for a in body.attachments or []]
+    session.check_accepting()
+    image_data = await read_images(session, attachments)
+    turn_id = session.send_message(body.message, attachments, image_data)
+    await session.log.settled()  # what was recorded is durable before it is acknowledged
     return turn_id
 
 

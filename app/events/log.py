@@ -21,14 +21,18 @@ Everything is by sequence, so replay and live can have no gap and no duplicate.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
+import ctypes.util
+import functools
 from bisect import bisect_right
 from collections.abc import AsyncIterator, Callable
 from operator import attrgetter
 from typing import Any
 
-from app.translate.drafts import ERROR, EventDraft, raw_json_text
-from app.translate.envelope import dumps, envelope_json, now_ns, with_raw
-from app.translate.text import clean_text
+from app.events.envelope import dumps, envelope_json, now_ns, with_raw
+from app.events.model import ERROR, EventDraft, raw_json_text
+from app.events.text import clean_text
 
 from .store import EventStore
 
@@ -71,7 +75,7 @@ class StoredEvent:
             # Two threads may get here at once: both compute the same string.
             value = self._raw_json = None if raw is None else raw_to_json(raw)
             self._raw = None
-        return value  # type: ignore[no-any-return]
+        return value
 
     def render(self, include_raw: bool) -> str:
         return with_raw(self.json, self.raw_json) if include_raw else self.json
@@ -107,6 +111,21 @@ def raw_to_json(raw: Any) -> str:
     if type(raw) is list:
         return "[" + ",".join(entry if type(entry) is str else raw_to_json(entry) for entry in raw) + "]"
     return dumps(raw)
+
+
+def trim_heap() -> None:
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim`` (None elsewhere): without it, freed memory stays in the process."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
 
 
 def utf8(text: str) -> bytes:
@@ -360,7 +379,12 @@ class SessionEventLog:
     def finish(self) -> None:
         """The session ended: its events are read from the store from now on."""
         self.finished = True
-        self._trim()
+        if self._tail:
+            self._trim()
+            # Hand the heap pages the freed events used back to the system (off the event loop,
+            # as it walks the heap; nothing waits for it).
+            with contextlib.suppress(RuntimeError):
+                asyncio.get_running_loop().run_in_executor(None, trim_heap)
 
     def _discard_waiter(self, waiter: asyncio.Future[None]) -> None:
         try:

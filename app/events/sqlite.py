@@ -32,11 +32,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.translate.envelope import dumps
-from app.translate.text import clean_text, escape_surrogates
+from app.events.envelope import dumps
 
 from .log import StoredEvent
 from .store import LogStats, StoreListener
+from .text import clean_text, escape_surrogates
 
 log = logging.getLogger("acp_rest_bridge.events")
 

@@ -26,10 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.events.model import ITEM_DELTA, EventDraft, item_raw, kept_raw
+from app.events.text import REPLACEMENT, clean_text, is_high_surrogate
+
 from .content import META_PREFIX, block_to_part, reasoning_visibility
-from .drafts import ITEM_DELTA, EventDraft, item_raw, kept_raw
 from .items import ItemIds, ItemLifecycle, make_item
-from .text import REPLACEMENT, clean_text, is_high_surrogate
 
 CHUNK_KINDS = {
     "user_message_chunk": ("user", False),

@@ -287,8 +287,8 @@ def test_what_readers_saw_survives_kill_9_in_a_burst(tmp_path: Path) -> None:
         again.stop()
     # New events continue the sequence (the store, reopened directly).
     from app.events.log import SessionEventLog
+    from app.events.model import ERROR, EventDraft
     from app.events.sqlite import SqliteEventStore
-    from app.translate.drafts import ERROR, EventDraft
 
     store = SqliteEventStore(data_dir)
     store.open()
