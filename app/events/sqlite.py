@@ -124,7 +124,7 @@ class SqliteEventStore:
     COALESCE = 0.0
     # After a batch this large, the writer waits this long for the next one to gather.
     BURST_BATCH = 64
-    BURST_GATHER = 0.002
+    BURST_GATHER = 0.005
     # Checkpoint after this long without writes, or after this many transactions whatever happens.
     CHECKPOINT_IDLE = 0.5
     CHECKPOINT_MAX = 100

@@ -48,15 +48,6 @@ def is_low_surrogate(char: str) -> bool:
     return "\udc00" <= char <= "\udfff"
 
 
-def may_hold_surrogates(raw: object) -> bool:
-    """Whether an agent message may carry a surrogate escape: only then is it worth walking.
-    (Looks at the message's own JSON text when kept; without it, assumes it may.)"""
-    text = getattr(raw, "json_text", None)
-    if text is None:
-        return True
-    return "\\ud" in text or "\\uD" in text
-
-
 def clean_value(value: object) -> object:
     """``value`` (parsed JSON) with every string cleaned; containers are copied only if needed."""
     if type(value) is str:

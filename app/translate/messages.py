@@ -175,7 +175,8 @@ class MessageAssembler:
         block = update.get("content")
         delta: str | None = None
         if type(block) is dict and block.get("type") == "text" and type(text := block.get("text")) is str:
-            text = current.join_text(text)
+            if current.held or not text.isascii():  # (ASCII text holds no surrogate)
+                text = current.join_text(text)
             if reasoning:
                 visibility = reasoning_visibility(block, reasoning_visibility(update))
                 current.add_text("reasoning", visibility, text)

@@ -29,7 +29,7 @@ from typing import Any
 
 from app.events.envelope import dumps
 from app.events.model import AGENT_UNPARSED, TURN_ENDED, TURN_STARTED, EventDraft
-from app.events.text import clean_value, may_hold_surrogates
+from app.events.text import clean_value
 
 from . import extensions, status
 from .checks import block_problem, update_problem
@@ -135,7 +135,9 @@ class SessionTranslator:
         kind = update.get("sessionUpdate")
         if type(kind) is not str:
             return self.unparsed("session/update without a sessionUpdate kind", "session/update", raw)
-        if may_hold_surrogates(raw):
+        # Only a message whose JSON text has a \uD8xx-\uDFxx escape can hold a lone surrogate.
+        text = getattr(raw, "json_text", None)
+        if text is None or "\\ud" in text or "\\uD" in text:
             update = _clean_update(update, kind in CHUNK_KINDS)
         if "_meta" in update:
             asked = extensions.unparsed_request(update)
