@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from starlette.responses import PlainTextResponse
 
 from app.agents.registry import AgentRegistry, AgentsFileError
-from app.api import agents, errors, events, fs, health, permissions, questions, sessions
+from app.api import agents, errors, events, fs, health, openapi, permissions, questions, sessions
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware, CORSMiddleware, EncodedPathMiddleware
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore
@@ -78,6 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.manager = manager
     app.state.store = store
     errors.install(app)
+    openapi.install(app)
     for router in ROUTERS:
         app.include_router(router)
 
