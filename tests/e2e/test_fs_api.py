@@ -271,8 +271,7 @@ def test_failed_uploads_leave_the_destination_as_it_was(client: httpx.Client, tm
 
     wrong_type = tar_upload(client, good, content_type="text/plain", path=str(new_dest))
     assert (
-        detail(wrong_type, 400)
-        == "invalid request: content-type must be application/x-tar or application/octet-stream"
+        detail(wrong_type, 400) == "invalid request: content-type must be application/x-tar or application/octet-stream"
     )
     assert client.post("/v1/fs/upload-batch", params={"path": str(new_dest)}, content=good).status_code == 400
     assert listing(tmp_path) == []

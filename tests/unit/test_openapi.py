@@ -75,7 +75,9 @@ def _parameters(op: dict[str, Any]) -> dict[str, Any]:
 
 
 def _content(part: dict[str, Any]) -> dict[str, Any]:
-    return {media: _schema(body.get("schema")) for media, body in part.get("content", {}).items() if not body.get(ADDITION)}
+    return {
+        media: _schema(body.get("schema")) for media, body in part.get("content", {}).items() if not body.get(ADDITION)
+    }
 
 
 def _operation(op: dict[str, Any]) -> dict[str, Any]:
