@@ -546,17 +546,18 @@ class AgentUnparsedData(_Model):
     raw_hash: str | None = None
 
 
+# SessionStartedData (no required property) comes last: generated clients try the variants in order.
 UniversalEventData = TypeAliasType(
     "UniversalEventData",
     TurnEventData
-    | SessionStartedData
     | SessionEndedData
     | ItemEventData
     | ItemDeltaData
     | ErrorData
     | PermissionEventData
     | QuestionEventData
-    | AgentUnparsedData,
+    | AgentUnparsedData
+    | SessionStartedData,
 )
 
 

@@ -34,7 +34,7 @@ def legacy() -> dict[str, Any]:
 
 
 def _schema(node: Any) -> Any:
-    """A schema without prose, `required` as a set."""
+    """A schema without prose; `required` and `oneOf` as sets."""
     if isinstance(node, list):
         return [_schema(item) for item in node]
     if not isinstance(node, dict):
@@ -45,6 +45,8 @@ def _schema(node: Any) -> Any:
             out[key] = {name: _schema(sub) for name, sub in value.items()}
         elif key == "required" and isinstance(value, list):
             out[key] = sorted(value)
+        elif key == "oneOf":  # unordered in meaning
+            out[key] = sorted((_schema(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
         elif key not in PROSE:
             out[key] = _schema(value)
     return out
