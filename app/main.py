@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
+from pydantic import ValidationError
 from starlette.responses import PlainTextResponse
 
+from app import datadir, startup
 from app.agents.registry import AgentRegistry, AgentsFileError
 from app.api import agents, errors, events, fs, health, openapi, permissions, questions, sessions
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware, CORSMiddleware, EncodedPathMiddleware
@@ -41,15 +43,15 @@ def open_store(settings: Settings) -> EventStore:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
-    data_dir = settings.resolved_data_dir()
     registry = AgentRegistry(
-        settings.agents_file, install_dir=data_dir / "bin", install_timeout=settings.install_timeout
+        settings.agents_file, install_dir=settings.cache_dir() / "bin", install_timeout=settings.install_timeout
     )
     store = open_store(settings)
     manager = SessionManager(settings, registry, store)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        datadir.prepare(settings)
         store.open()
         try:
             manager.restore()
@@ -62,6 +64,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             await manager.shutdown()
             store.close()  # commits every event still queued
+            datadir.remove(settings)
 
     app = FastAPI(
         title="acp-rest-bridge",
@@ -134,6 +137,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def settings_error(exc: ValidationError) -> str:
+    """One line for a bad flag or ACP_BRIDGE_* value."""
+    parts = []
+    for error in exc.errors():
+        name = ".".join(str(p) for p in error["loc"])
+        parts.append(f"--{name.replace('_', '-')} / ACP_BRIDGE_{name.upper()}: {error['msg']}")
+    return "invalid setting " + "; ".join(parts)
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     overrides = {key: value for key, value in vars(args).items() if key not in ("command", "out") and value is not None}
     return Settings(**overrides)
@@ -148,7 +160,10 @@ def cli(argv: Sequence[str] | None = None) -> None:
         else:
             sys.stdout.write(document)
         return
-    settings = settings_from_args(args)
+    try:
+        settings = settings_from_args(args)
+    except ValidationError as exc:
+        sys.exit(f"acp-rest-bridge: {settings_error(exc)}")
     if settings.cors_allow_credentials and (not settings.cors_allow_method or not settings.cors_allow_header):
         sys.exit(
             "acp-rest-bridge: --cors-allow-credentials needs explicit --cors-allow-method and "
@@ -156,10 +171,23 @@ def cli(argv: Sequence[str] | None = None) -> None:
         )
     try:
         app = create_app(settings)
+        datadir.prepare(settings)
         app.state.store.open()  # here, so a locked or unusable data dir is a one-line error
-    except (AgentsFileError, StoreError) as exc:
+        sock = startup.listen(settings.host, settings.port)
+    except (AgentsFileError, StoreError, startup.StartError, OSError) as exc:
+        datadir.remove(settings)
         sys.exit(f"acp-rest-bridge: {exc}")
+    print(startup.startup_line(settings, app.state.registry, sock), file=sys.stderr, flush=True)
+    warning = startup.open_api_warning(settings)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     import uvicorn
 
     # The legacy API has no WebSocket route: no WebSocket library is loaded.
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False, ws="none")
+    config = uvicorn.Config(
+        app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False, ws="none"
+    )
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock])
+    if not server.started:
+        sys.exit(3)

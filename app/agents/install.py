@@ -21,6 +21,7 @@ import secrets
 import shutil
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,9 +132,13 @@ class Installer:
 
     def _prepare(self, agent_id: str, staging: Path) -> None:
         self.install_dir.mkdir(parents=True, exist_ok=True)
-        # What an interrupted install left behind (this server holds the data dir's lock).
+        # What an interrupted install left behind. Several servers may share the install dir (the
+        # user's cache dir), so a staging directory younger than any install can run is left alone.
+        stale_before = time.time() - max(self.timeout, 3600.0)
         for leftover in self.install_dir.glob(f".{agent_id}.*-*"):
-            shutil.rmtree(leftover, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                if leftover.stat().st_mtime < stale_before:
+                    shutil.rmtree(leftover, ignore_errors=True)
         staging.mkdir()
 
     def _swap_in(self, agent_id: str, staging: Path, token: str) -> None:

@@ -106,7 +106,7 @@ async def skills_hook(manager: Any, spec: AgentSpec, request: dict[str, Any]) ->
         return
     base = Path(os.getcwd())
     cwd = base / os.path.expanduser(request["directory"]) if request.get("directory") else base
-    cache = manager.settings.resolved_data_dir() / "skills"
+    cache = manager.settings.cache_dir() / "skills"
     found: dict[str, Path] = {}
     for source in config.get("sources", []):
         found.update(await resolve_source(source, base, cache))
