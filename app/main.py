@@ -126,14 +126,16 @@ def _parser() -> argparse.ArgumentParser:
         "-C", "--cors-allow-credentials", action="store_true", default=None, help="allow CORS credentials"
     )
     server.add_argument("--agents-file", type=Path, help="TOML file of extra ACP agents")
-    server.add_argument("--data-dir", type=Path, help="where events and installs are kept")
+    server.add_argument("--data-dir", type=Path, help="where events are kept (default: a private dir per run)")
     server.add_argument(
         "--fs-root", dest="fs_roots", action="append", help="confine /v1/fs and agent file access here (repeatable)"
     )
-    server.add_argument("--log-level", help="uvicorn log level (default warning)")
+    server.add_argument("--log-level", help="log level (default warning)")
 
     export = sub.add_parser("openapi", help="print the OpenAPI document this server serves")
     export.add_argument("--out", type=Path, help="write to this file instead of stdout")
+
+    sub.add_parser("settings", help="print the table of server options (as in README.md)")
     return parser
 
 
@@ -159,6 +161,11 @@ def cli(argv: Sequence[str] | None = None) -> None:
             args.out.write_text(document, encoding="utf-8")
         else:
             sys.stdout.write(document)
+        return
+    if args.command == "settings":
+        from app.settings_table import render
+
+        sys.stdout.write(render())
         return
     try:
         settings = settings_from_args(args)

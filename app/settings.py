@@ -22,9 +22,10 @@ class Settings(BaseSettings):
     # Legacy flag: accepted for compatibility; auth is off exactly when no token is set.
     no_token: bool = False
 
-    cors_allow_origin: list[str] = Field(default_factory=list)
-    cors_allow_method: list[str] = Field(default_factory=list)
-    cors_allow_header: list[str] = Field(default_factory=list)
+    # Env: a JSON list or comma-separated values.
+    cors_allow_origin: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    cors_allow_method: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    cors_allow_header: Annotated[list[str], NoDecode] = Field(default_factory=list)
     cors_allow_credentials: bool = False
 
     agents_file: Path | None = None
@@ -68,6 +69,16 @@ class Settings(BaseSettings):
     transcript_dir: Path | None = None
 
     log_level: str = "warning"
+
+    @field_validator("cors_allow_origin", "cors_allow_method", "cors_allow_header", mode="before")
+    @classmethod
+    def _split_commas(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return value
 
     @field_validator("fs_roots", mode="before")
     @classmethod
