@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from starlette.responses import PlainTextResponse
 
 from app import datadir, startup
+from app.agents.node import OnDemandNode
 from app.agents.registry import AgentRegistry, AgentsFileError
 from app.api import agents, errors, events, fs, health, openapi, permissions, questions, sessions
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware, CORSMiddleware, EncodedPathMiddleware
@@ -43,8 +44,10 @@ def open_store(settings: Settings) -> EventStore:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
+    cache_dir = settings.cache_dir()
+    node = OnDemandNode(cache_dir / "node", settings.install_timeout) if settings.node_on_demand else None
     registry = AgentRegistry(
-        settings.agents_file, install_dir=settings.cache_dir() / "bin", install_timeout=settings.install_timeout
+        settings.agents_file, install_dir=cache_dir / "bin", install_timeout=settings.install_timeout, node=node
     )
     store = open_store(settings)
     manager = SessionManager(settings, registry, store)
@@ -52,6 +55,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         datadir.prepare(settings)
+        if node is not None:
+            node.activate()  # a Node.js installed on demand by an earlier run
         store.open()
         try:
             manager.restore()

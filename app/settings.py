@@ -35,6 +35,8 @@ class Settings(BaseSettings):
 
     # Seconds an agent install (`npm install` of its ACP adapter) may take (0: no limit).
     install_timeout: float = 600.0
+    # Without npm on PATH, the first agent install installs Node.js with pip (app/agents/node.py).
+    node_on_demand: bool = False
 
     # Seconds allowed for `initialize` + `session/new` before create answers 504.
     agent_start_timeout: float = 30.0

@@ -40,6 +40,8 @@ MEANING: dict[str, str] = {
     "data_dir": "where events (and agent installs) are kept; unset: a private directory per run, removed at exit "
     "(below)",
     "install_timeout": "seconds one agent install (`npm install`) may take (0: no limit)",
+    "node_on_demand": "without npm on PATH, the first agent install installs Node.js (24 LTS, with pip) into the "
+    "cache dir (on in the Docker image)",
     "agent_start_timeout": "seconds an agent has for `initialize` and `session/new` before create answers 504",
     "agent_kill_grace": "seconds between SIGTERM and SIGKILL when an agent's process group is stopped",
     "cancel_grace": "seconds a terminate waits for the agent to answer `session/cancel`",

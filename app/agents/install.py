@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.agents.node import OnDemandNode
 from app.errors import InstallFailed
 
 STDERR_TAIL = 4000
@@ -91,9 +92,10 @@ def installed_version(install_dir: Path | None, agent_id: str) -> str | None:
 
 
 class Installer:
-    def __init__(self, install_dir: Path, timeout: float) -> None:
+    def __init__(self, install_dir: Path, timeout: float, node: OnDemandNode | None = None) -> None:
         self.install_dir = install_dir
         self.timeout = timeout
+        self.node = node
         self._locks: dict[str, asyncio.Lock] = {}
 
     def can_install(self, agent_id: str) -> bool:
@@ -111,6 +113,8 @@ class Installer:
 
     async def _install(self, agent_id: str, adapter: NpmAdapter, version: str) -> None:
         npm = shutil.which("npm")
+        if npm is None and self.node is not None:
+            npm = await self.node.npm(agent_id)
         if npm is None:
             raise InstallFailed(agent_id, "npm is not on PATH: the ACP adapters are npm packages (install Node.js)")
         token = secrets.token_hex(4)
