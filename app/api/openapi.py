@@ -15,7 +15,6 @@ import re
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
 from pydantic import create_model
 
 from app.legacy.models import LEGACY_SCHEMAS, ProblemDetails
@@ -171,6 +170,8 @@ def _operation(op: dict[str, Any], schemas: dict[str, Any]) -> None:
 
 
 def legacy_openapi(app: FastAPI) -> dict[str, Any]:
+    from fastapi.openapi.utils import get_openapi  # only when the document is asked for
+
     doc = get_openapi(
         title=app.title,
         version=app.version,

@@ -37,7 +37,8 @@ UInt = Annotated[int, Ge(0)]
 class _Model(BaseModel):
     # strict: JSON types are taken as they are (no "yes" for a boolean, no "5" for a number), as the
     # legacy server's serde did; a mismatch is its 422.
-    model_config = ConfigDict(extra="ignore", populate_by_name=True, strict=True)
+    # defer_build: most of these models only document the API; each is built on its first use.
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, strict=True, defer_build=True)
 
 
 # ---- enumerations ------------------------------------------------------------------------------
