@@ -52,7 +52,7 @@ if ! docker image inspect "$BASE" >/dev/null 2>&1; then
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' \
     --customize-hook='cp -a /usr/local/share/ca-certificates/. "$1/usr/local/share/ca-certificates/"' \
-    --customize-hook='chroot "$1" update-ca-certificates >/dev/null' \
+    --customize-hook='chroot "$1" update-ca-certificates >/dev/null 2>&1' \
     bookworm "$WORK/rootfs.tar" /etc/apt/sources.list.d/debian.sources
   docker import -c 'CMD ["/bin/bash"]' -c 'ENV LANG=C.UTF-8' "$WORK/rootfs.tar" "$BASE" >/dev/null
   rm -f "$WORK/rootfs.tar"
@@ -101,12 +101,15 @@ ok "token required; start-up line"
 
 post() { curl -fsS "${AUTH[@]}" -X POST "$URL$1" -H 'content-type: application/json' -d "$2"; }
 post /v1/sessions/smoke '{"agent":"mock"}' | grep -q '"healthy":true' || fail "create failed"
-# The turn's events, followed on SSE up to the n-th turn.ended (bounded by curl's --max-time).
+# Waits (at most 20 s) until the session has had n turn.ended events.
 turns() {
-  local seen
-  seen=$(set +o pipefail; curl -sN --max-time 20 "${AUTH[@]}" "$URL/v1/sessions/smoke/events/sse" \
-    | grep -c -m "$1" '"type":"turn.ended"')
-  [ "$seen" = "$1" ] || fail "turn $1 did not end"
+  local seen=0
+  for _ in $(seq 1 200); do
+    seen=$(curl -fsS "${AUTH[@]}" "$URL/v1/sessions/smoke/events" | grep -o '"type":"turn.ended"' | wc -l)
+    [ "$seen" -ge "$1" ] && return 0
+    sleep 0.1
+  done
+  fail "turn $1 did not end (turns ended: $seen)"
 }
 post /v1/sessions/smoke/messages '{"message":"Reply with exactly the single word OK."}' || fail "message failed"
 turns 1
