@@ -74,7 +74,8 @@ def operation(
 # ---- building the document -------------------------------------------------------------------
 def legacy_schemas() -> dict[str, Any]:
     """``components.schemas``: every legacy schema from its model, in OpenAPI 3.0 form."""
-    holder = create_model("LegacySchemas", **{name: (value, ...) for name, value in LEGACY_SCHEMAS.items()})
+    fields: dict[str, Any] = {name: (value, ...) for name, value in LEGACY_SCHEMAS.items()}
+    holder = create_model("LegacySchemas", **fields)
     defs: dict[str, Any] = holder.model_json_schema(ref_template=REF + "{model}").get("$defs", {})
     private = {name: schema for name, schema in defs.items() if name not in LEGACY_SCHEMAS}
     return {name: to_openapi30(defs[name], private) for name in LEGACY_SCHEMAS}

@@ -34,7 +34,7 @@ def test_every_setting_has_a_row_and_a_meaning() -> None:
 
 
 def test_the_table_lists_exactly_the_parser_flags() -> None:
-    server = next(a for a in _parser()._actions if a.dest == "command").choices["server"]  # type: ignore[union-attr]
+    server = next(a for a in _parser()._actions if a.dest == "command").choices["server"]  # type: ignore[index]
     parsed = {
         action.dest: tuple(action.option_strings)
         for action in server._actions
