@@ -150,6 +150,8 @@ def _operation(op: dict[str, Any], schemas: dict[str, Any]) -> None:
         params = [*params, *_query_parameters(marker, schemas)]
     for param in params:
         param["schema"] = to_openapi30(param.get("schema", {}))
+        if param["schema"].get("description") == param.get("description"):
+            param["schema"].pop("description", None)  # FastAPI repeats it there
     if params:
         op["parameters"] = params
     for part in (op.get("requestBody", {}), *op.get("responses", {}).values()):
