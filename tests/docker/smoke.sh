@@ -66,6 +66,7 @@ fail() {
   exit 1
 }
 ok() { PASSED=$((PASSED + 1)); echo "ok: $1"; }
+trap 'echo "FAILED: command at line $LINENO"; echo "$PASSED passed, 1 failed"' ERR
 
 BUILD_START=$(date +%s)
 docker build -q -t "$IMAGE" . >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; fail "docker build"; }
@@ -77,7 +78,8 @@ docker run -d --name "$NAME" -e ACP_BRIDGE_TOKEN=smoke -p "127.0.0.1:$PORT:2468"
 URL="http://127.0.0.1:$PORT"
 AUTH=(-H "Authorization: Bearer smoke")
 for _ in $(seq 1 60); do curl -fsS --max-time 2 "$URL/v1/health" >/dev/null 2>&1 && break; sleep 0.5; done
-curl -fsS --max-time 2 "$URL/v1/health" | grep -q '"ok"' || fail "server did not answer /v1/health"
+health=$(curl -fsS --max-time 2 "$URL/v1/health") || fail "server did not answer /v1/health"
+[ "$health" = '{"status":"ok"}' ] || fail "health: $health"
 ok "health"
 
 [ "$(docker exec "$NAME" cat /proc/1/comm)" = tini ] || fail "PID 1 is not tini"
@@ -96,16 +98,18 @@ ok "HEALTHCHECK healthy"
 
 code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/agents")
 [ "$code" = 401 ] || fail "expected 401 without the token, got $code"
-docker logs "$NAME" 2>&1 | grep -q "auth on" || fail "no start-up line with 'auth on'"
+logs=$(docker logs "$NAME" 2>&1)
+[[ "$logs" == *"auth on"* ]] || fail "no start-up line with 'auth on'"
 ok "token required; start-up line"
 
 post() { curl -fsS "${AUTH[@]}" -X POST "$URL$1" -H 'content-type: application/json' -d "$2"; }
-post /v1/sessions/smoke '{"agent":"mock"}' | grep -q '"healthy":true' || fail "create failed"
+created=$(post /v1/sessions/smoke '{"agent":"mock"}') || fail "create failed"
+[[ "$created" == *'"healthy":true'* ]] || fail "create failed: $created"
 # Waits (at most 20 s) until the session has had n turn.ended events.
 turns() {
   local seen=0
   for _ in $(seq 1 200); do
-    seen=$(curl -fsS "${AUTH[@]}" "$URL/v1/sessions/smoke/events" | grep -o '"type":"turn.ended"' | wc -l)
+    seen=$( (curl -fsS "${AUTH[@]}" "$URL/v1/sessions/smoke/events" || true) | { grep -o '"type":"turn.ended"' || true; } | wc -l)
     [ "$seen" -ge "$1" ] && return 0
     sleep 0.1
   done
@@ -136,7 +140,8 @@ ok "docker stop: exit 0 in ${stop_s}s"
 # ---- without a token on 0.0.0.0: a loud warning --------------------------------------------------
 docker run -d --name "$NAME-open" "$IMAGE" >/dev/null
 for _ in $(seq 1 40); do docker logs "$NAME-open" 2>&1 | grep -q "WARNING: no token" && break; sleep 0.25; done
-docker logs "$NAME-open" 2>&1 | grep -q "WARNING: no token" || fail "no warning without a token"
+logs=$(docker logs "$NAME-open" 2>&1)
+[[ "$logs" == *"WARNING: no token"* ]] || fail "no warning without a token"
 docker rm -f "$NAME-open" >/dev/null
 ok "open-API warning"
 
