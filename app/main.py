@@ -18,7 +18,7 @@ from starlette.responses import PlainTextResponse
 from app import datadir, startup
 from app.agents.node import OnDemandNode
 from app.agents.registry import AgentRegistry, AgentsFileError
-from app.api import agents, errors, events, fs, health, openapi, permissions, questions, sessions
+from app.api import agents, errors, events, fs, health, openapi, permissions, questions, sessions, ui
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware, CORSMiddleware, EncodedPathMiddleware
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore
@@ -89,6 +89,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     openapi.install(app)
     for router in ROUTERS:
         app.include_router(router)
+    ui.install(app)
 
     @app.get("/", include_in_schema=False)
     async def server_info() -> PlainTextResponse:

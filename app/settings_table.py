@@ -63,7 +63,7 @@ DEFAULT_TEXT = {
     "data_dir": "private per run",
     "token": "none",
     "cors_allow_method": "any",
-    "cors_allow_header": "any",
+    "cors_allow_header": "any (`*,authorization` when `-O` is given)",
 }
 
 

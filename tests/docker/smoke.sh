@@ -27,7 +27,7 @@ notice() {
 [ "$(id -u)" = 0 ] || notice "needs root (apt, dockerd)"
 command -v apt-get >/dev/null || notice "needs apt-get (Debian)"
 if ! command -v dockerd >/dev/null || ! command -v mmdebstrap >/dev/null; then
-  { apt-get update -q && apt-get install -y -q docker.io mmdebstrap; } >"$WORK/apt.log" 2>&1 \
+  { apt-get update -q -o DPkg::Lock::Timeout=300 && apt-get install -y -q -o DPkg::Lock::Timeout=300 docker.io mmdebstrap; } >"$WORK/apt.log" 2>&1 \
     || notice "apt-get install docker.io mmdebstrap failed: $(tail -1 "$WORK/apt.log")"
 fi
 
