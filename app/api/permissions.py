@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request, Response
 
 from app.legacy.models import PermissionReplyRequest
-from app.sessions import permissions
+from app.sessions import permission_requests
 
 from . import deps
 from .openapi import json_request, operation, problems
@@ -32,5 +32,5 @@ async def reply_permission(
 ) -> Response:
     body = await json_body(request, PermissionReplyRequest)
     session = deps.manager(request).get(path_param(session_id))
-    permissions.reply(session, path_param(permission_id), body.reply)
+    permission_requests.reply(session, path_param(permission_id), body.reply)
     return Response(status_code=204)

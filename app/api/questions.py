@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request, Response
 
 from app.legacy.models import QuestionReplyRequest
-from app.sessions import questions
+from app.sessions import question_requests
 
 from . import deps
 from .openapi import json_request, operation, problems
@@ -30,7 +30,7 @@ QuestionId = Annotated[str, Path(description="Question id")]
 async def reply_question(session_id: SessionId, question_id: QuestionId, request: Request) -> Response:
     body = await json_body(request, QuestionReplyRequest)
     session = deps.manager(request).get(path_param(session_id))
-    questions.reply(session, path_param(question_id), body.answers)
+    question_requests.reply(session, path_param(question_id), body.answers)
     return Response(status_code=204)
 
 
@@ -44,5 +44,5 @@ async def reply_question(session_id: SessionId, question_id: QuestionId, request
 )
 async def reject_question(session_id: SessionId, question_id: QuestionId, request: Request) -> Response:
     session = deps.manager(request).get(path_param(session_id))  # no body; any body is ignored
-    questions.reject(session, path_param(question_id))
+    question_requests.reject(session, path_param(question_id))
     return Response(status_code=204)
