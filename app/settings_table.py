@@ -32,7 +32,7 @@ MEANING: dict[str, str] = {
     "token": "require `Authorization: Bearer <token>` (or `Token`, or Basic with the token as password) on "
     "`/v1`, except `GET /v1/health`",
     "no_token": "accepted for compatibility; auth is on exactly when a token is set",
-    "cors_allow_origin": "allowed origin, repeatable",
+    "cors_allow_origin": "allowed origin, repeatable; `*` is refused at start (list each origin), as legacy",
     "cors_allow_method": "allowed method, repeatable",
     "cors_allow_header": "allowed header, repeatable",
     "cors_allow_credentials": "needs explicit methods and headers",
@@ -47,14 +47,18 @@ MEANING: dict[str, str] = {
     "cancel_grace": "seconds a terminate waits for the agent to answer `session/cancel`",
     "hitl_timeout": "seconds a permission request or question waits for a reply before it is denied (0: off)",
     "stderr_line_limit": "bytes of an agent's stderr line that are kept",
+    "agent_line_limit": "longest agent stdout line; a longer one is cut and recorded as `agent.unparsed`",
     "body_limit": "largest request body, bytes",
+    "upload_unpacked_limit": "most bytes one `upload-batch` archive may unpack to (sparse members count whole)",
     "fs_roots": "confine file access to these directories, repeatable (below)",
     "event_tail": "newest events per session kept in memory",
+    "attachment_limit": "largest image attachment the bridge reads to send inline, bytes",
     "sse_keepalive": "seconds between SSE keep-alive comments (0: none)",
     "sse_send_timeout": "an SSE reader that accepts nothing this long is dropped",
     "mock_pacing_ms": "pause between the mock agent's steps (legacy: 200)",
     "transcript_dir": "write each session's raw ACP traffic to `<dir>/<session id>.jsonl` (below)",
-    "log_level": "server log level (`critical`, `error`, `warning`, `info`, `debug`)",
+    "log_level": "log level (`critical`, `error`, `warning`, `info`, `debug`); `info` also logs agent start/stop/exit "
+    "and install progress",
 }
 
 # How a list setting is written in its environment variable.
