@@ -161,11 +161,13 @@ class EventStream(Response):
                 if not batch:  # closed: the client left or the server is stopping
                     break
                 batch, done = self._select(batch)
+                if done:  # the last frames and the end of the body in one write
+                    body = frames(batch, self.include_raw)
+                    await self._send(send, {"type": "http.response.body", "body": body, "more_body": False})
+                    return
                 if batch:
                     body = frames(batch, self.include_raw)
                     await self._send(send, {"type": "http.response.body", "body": body, "more_body": True})
-                if done:
-                    break
             await self._send(send, _END)
         except asyncio.CancelledError:
             reason = self._interrupted()
