@@ -144,6 +144,10 @@ class Bridge:
     """This project's server with the benchmark agent as ``burst``."""
 
     name = "bridge"
+
+    def __init__(self, root: Path = ROOT) -> None:
+        self.root = root  # the source tree the server runs from (another checkout to compare versions)
+
     # Turn markers in the SSE stream: a delta of the agent's reply, and the end of the turn.
     chunk_marker = b'"type":"item.delta"'
     end_marker = b'"type":"turn.ended"'
@@ -155,7 +159,7 @@ class Bridge:
             argv = [sys.executable, "-m", "app", "server", "--port", str(port), "--data-dir", f"{tmp}/data"]
             argv += ["--agents-file", str(agents_file(Path(tmp)))]
             full_env = {**os.environ, **(env or {})}
-            full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
+            full_env["PYTHONPATH"] = str(self.root) + os.pathsep + full_env.get("PYTHONPATH", "")
             t0 = time.perf_counter()
             proc = subprocess.Popen(argv, env=full_env, cwd=tmp, stdout=subprocess.DEVNULL)
             try:
@@ -399,17 +403,24 @@ def bench_turns(kinds: list[Server], rounds: int, turns: int, warmup: int) -> di
 
 # ---- start-up and memory ------------------------------------------------------------------------------
 def bench_startup(kinds: list[Server], runs: int) -> dict[str, dict[str, list[float]]]:
+    """Spawn -> healthy. The bridge's bytecode (its own and its libraries') is kept in a cache dir of
+    this run, written by a first start ("cached"), or in a new empty one each time ("nothing cached")."""
     out: dict[str, dict[str, list[float]]] = {k.name: {"cached": [], "uncached": []} for k in kinds}
-    for kind in kinds:  # one start first: bytecode cached for the bridge, binary in the page cache
-        with kind.run():
-            pass
-    for run in range(runs):
-        for kind in kinds if run % 2 == 0 else kinds[::-1]:
-            with kind.run() as server:
-                out[kind.name]["cached"].append(server.started_s * 1000)
-            if isinstance(kind, Bridge):
-                with tempfile.TemporaryDirectory() as prefix, kind.run({"PYTHONPYCACHEPREFIX": prefix}) as server:
-                    out[kind.name]["uncached"].append(server.started_s * 1000)
+    with tempfile.TemporaryDirectory() as cache:
+        cached = {"PYTHONPYCACHEPREFIX": cache, "PYTHONDONTWRITEBYTECODE": ""}
+        for kind in kinds:  # one start first: bytecode written for the bridge, binary in the page cache
+            with kind.run(cached):
+                pass
+        for run in range(runs):
+            for kind in kinds if run % 2 == 0 else kinds[::-1]:
+                with kind.run(cached) as server:
+                    out[kind.name]["cached"].append(server.started_s * 1000)
+                if isinstance(kind, Bridge):
+                    with (
+                        tempfile.TemporaryDirectory() as empty,
+                        kind.run({"PYTHONPYCACHEPREFIX": empty, "PYTHONDONTWRITEBYTECODE": "1"}) as server,
+                    ):
+                        out[kind.name]["uncached"].append(server.started_s * 1000)
     return out
 
 
@@ -567,6 +578,18 @@ def machine_line() -> str:
     )
 
 
+def _describe(root: Path) -> str:
+    """The bridge's source: its commit, and whether it has changes not committed."""
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "app"], capture_output=True, text=True)
+    except OSError:
+        return "a source tree without git"
+    if head.returncode != 0:
+        return "a source tree without git"
+    return f"commit {head.stdout.strip()}" + (" with changes" if dirty.stdout.strip() else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__.split("\n\n")[0])
     parser.add_argument("parts", nargs="*", default=["turns", "startup", "memory", "burst", "fanout"])
@@ -578,9 +601,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=10_000, help="chunks per burst")
     parser.add_argument("--readers", type=int, default=100)
     parser.add_argument("--fanouts", type=int, default=2)
+    parser.add_argument("--bridge-root", type=Path, default=ROOT, help="run the bridge from this source tree")
     args = parser.parse_args(argv)
-    kinds: list[Server] = [Bridge(), Anchor()]
-    print(f"bench.compare: {machine_line()}", flush=True)
+    kinds: list[Server] = [Bridge(args.bridge_root.resolve()), Anchor()]
+    print(f"bench.compare: {machine_line()}; bridge from {_describe(args.bridge_root)}", flush=True)
     table = Table()
     ok = True
 
