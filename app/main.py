@@ -16,6 +16,7 @@ from starlette.responses import PlainTextResponse
 
 from app.agents.registry import AgentRegistry, AgentsFileError
 from app.api import agents, errors, events, fs, health, permissions, questions, sessions
+from app.api._fastapi_compat import app_options
 from app.api.middleware import BridgeMiddleware
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore
@@ -72,6 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url="/docs",
         redoc_url=None,
         redirect_slashes=False,  # legacy: no trailing-slash tolerance
+        **app_options(),
     )
     app.state.settings = settings
     app.state.registry = registry
