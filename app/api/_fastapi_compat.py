@@ -22,7 +22,8 @@ OTEL_SWITCHES = (
 
 def _v1_base() -> type | None:
     v1 = sys.modules.get("pydantic.v1")
-    return None if v1 is None else v1.BaseModel  # type: ignore[no-any-return]
+    base: type | None = None if v1 is None else v1.BaseModel
+    return base
 
 
 def is_pydantic_v1_model_class(cls: Any) -> bool:

@@ -13,7 +13,7 @@ import hmac
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from app.errors import RequestFormatError, TokenInvalid
+from app.errors import BridgeError, RequestFormatError, TokenInvalid
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -40,7 +40,7 @@ class BridgeMiddleware:
         *,
         token: str | None,
         body_limit: int,
-        on_error: Callable[[Exception], Any],
+        on_error: Callable[[BridgeError], Any],
         cors_origins: list[str],
         cors_methods: list[str],
         cors_headers: list[str],
@@ -55,7 +55,12 @@ class BridgeMiddleware:
         # What every response gets when the request's origin is not allowed (or there is none).
         self.common = [*self.credentials, VARY]
         methods = ",".join(m.upper() for m in cors_methods).encode() if cors_methods else b"*"
-        headers = ",".join(h.lower() for h in cors_headers).encode() if cors_headers else b"*"
+        # Any header by default; with allowed origins, `authorization` is named too, because a `*`
+        # does not cover it in most browsers (the inspector page sends the token from another origin).
+        if cors_headers:
+            headers = ",".join(h.lower() for h in cors_headers).encode()
+        else:
+            headers = b"*,authorization" if cors_origins else b"*"
         self.preflight = [
             (b"access-control-allow-methods", methods),
             (b"access-control-allow-headers", headers),

@@ -17,9 +17,9 @@ from typing import Any
 
 from starlette.responses import Response
 
+from app.events.envelope import dumps
 from app.events.log import SessionEventLog, StoredEvent, Subscription
-from app.translate.drafts import SESSION_ENDED, TERMINAL_TYPES, TURN_STARTED
-from app.translate.envelope import dumps
+from app.events.model import SESSION_ENDED, TERMINAL_TYPES, TURN_STARTED
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -140,7 +140,7 @@ class EventStream(Response):
         loop = self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
         sub = self.sub = self.log.subscribe(self.after)
-        watcher = loop.create_task(self._watch_disconnect(receive))
+        watcher = loop.create_task(self._watch_disconnect(receive, sub))
         _streams.add(self)
         period = min(p for p in (self.keepalive, self.send_timeout, 3600.0) if p is not None)
         # The timer looks a few times per period, so a keep-alive is at most a quarter late.
@@ -205,13 +205,13 @@ class EventStream(Response):
             self._task.uncancel()
         return reason
 
-    async def _watch_disconnect(self, receive: Receive) -> None:
+    async def _watch_disconnect(self, receive: Receive, sub: Subscription) -> None:
         try:
             while (await receive())["type"] != "http.disconnect":
                 pass
         except Exception:  # a receive that fails has no client behind it either
             log.debug("SSE receive failed", exc_info=True)
-        self.sub.close()  # wakes the stream, which ends
+        sub.close()  # wakes the stream, which ends
 
     def _tick(self) -> None:
         task = self._task
