@@ -27,6 +27,18 @@ SHARED = ROOT.parent / "shared"
 PROBES = Path(__file__).resolve().parent / "probes"
 
 
+def require_npm() -> None:
+    """npm is a real part of the install tests: missing, they fail with the reason unless opted out."""
+    import shutil
+
+    import pytest
+
+    if os.environ.get("ACP_BRIDGE_TEST_NPM") == "0":
+        pytest.skip("npm tests opted out with ACP_BRIDGE_TEST_NPM=0")
+    if shutil.which("npm") is None:
+        pytest.fail("npm is not installed (install Node.js and npm, or set ACP_BRIDGE_TEST_NPM=0)")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
