@@ -5,7 +5,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from starlette.responses import JSONResponse
 
-from app.agents.registry import LEGACY_MODELS, LEGACY_MODES, AgentSpec
+from app.agents.registry import AgentSpec
 from app.legacy.models import AgentInstallRequest, AgentListResponse, AgentModelsResponse, AgentModesResponse
 
 from . import deps
@@ -54,8 +54,7 @@ async def install_agent(agent: str, request: Request) -> Response:
 @router.get("/v1/agents/{agent}/modes", operation_id="get_agent_modes", responses={200: {"model": AgentModesResponse}})
 async def get_agent_modes(agent: str, request: Request) -> JSONResponse:
     spec = deps.registry(request).get(path_param(agent))
-    modes = LEGACY_MODES.get(spec.id) or [{"id": "build", "name": "Build", "description": "Default build mode"}]
-    return JSONResponse({"modes": modes})
+    return JSONResponse({"modes": spec.modes_response()})
 
 
 @router.get(
@@ -63,4 +62,4 @@ async def get_agent_modes(agent: str, request: Request) -> JSONResponse:
 )
 async def get_agent_models(agent: str, request: Request) -> JSONResponse:
     spec = deps.registry(request).get(path_param(agent))
-    return JSONResponse(LEGACY_MODELS.get(spec.id) or spec.models or {"models": []})
+    return JSONResponse(spec.models_response())

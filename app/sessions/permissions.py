@@ -26,6 +26,7 @@ from app.translate.hitl import (
     select_option,
 )
 
+from . import held_permissions as held
 from . import services
 from .hitl import HumanRequest, RequestBook, response_raw
 from .session import Session
@@ -79,6 +80,22 @@ def observe(session: Session, message: dict[str, Any]) -> None:
     if not isinstance(params, dict):
         return  # `handle` answers invalid params
     tool_call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+    call_id = tool_call.get("toolCallId")
+    if (
+        session.spec.profile.announces_tool_calls
+        and isinstance(call_id, str)
+        and not tool_memory(session).get(call_id)
+        and not session.ended
+    ):
+        held.hold(session, call_id, message, lambda: _observe(session, message))
+        return
+    _observe(session, message)
+
+
+def _observe(session: Session, message: dict[str, Any]) -> None:
+    params = message["params"]
+    tool_call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+    session.translator.tools.permission_tool_call(tool_call)
     info = permission_info(params, tool_memory(session).get(tool_call.get("toolCallId")))
     permissions = book(session)
     request = permissions.add(
@@ -99,6 +116,7 @@ def observe(session: Session, message: dict[str, Any]) -> None:
 
 
 async def handle(session: Session, params: Any, request_id: Any) -> Any:
+    await held.released(session, request_id)
     return await book(session).wait(session, request_id, lambda s, r: _answer(s, r, "reject"))
 
 
@@ -111,6 +129,7 @@ def _remember_tool_calls(session: Session, message: dict[str, Any]) -> None:
     # Checked here first: this runs for every update, most of them message chunks.
     if type(update) is dict and update.get("sessionUpdate") in _TOOL_UPDATES:
         tool_memory(session).update(update)
+        held.announced(session, update.get("toolCallId"))
 
 
 # ---- HTTP side -----------------------------------------------------------------------------------

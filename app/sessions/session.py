@@ -24,7 +24,7 @@ from app.translate.outgoing import prompt_params, session_new_params
 from app.translate.prompt import Attachment, prompt_blocks, user_item_parts
 from app.translate.session import MOCK_USER_ITEM, SessionTranslator, UserItemStyle
 
-from . import services
+from . import agent_setup, services
 
 META = "sandbox-agent/"
 
@@ -86,7 +86,9 @@ class Session:
         self.fs_root = fs_root
         self.settings = settings
         self.created_at_ms = int(time.time() * 1000)
-        self.translator = SessionTranslator(user_item=MOCK_USER_ITEM if spec.is_mock else UserItemStyle())
+        self.translator = SessionTranslator(
+            user_item=MOCK_USER_ITEM if spec.is_mock else UserItemStyle(), tool_style=agent_setup.tool_style(spec)
+        )
         self.process: AgentProcess | None = None
         self.connection: AgentConnection | None = None
         self.native_session_id: str | None = None
@@ -170,6 +172,7 @@ class Session:
     async def _handshake(self) -> None:
         assert self.connection is not None
         await self.connection.initialize(services.client_capabilities(self.spec.disabled_services))
+        await agent_setup.authenticate(self.connection, self.spec, self.connection.initialize_result)
         config = self.config
         params = session_new_params(
             cwd=self.cwd,
@@ -184,7 +187,13 @@ class Session:
             skills=config.skills,
             mcp=config.mcp,
         )
-        result = await self.connection.request("session/new", params)
+        try:
+            result = await self.connection.request("session/new", params)
+        except RequestError as exc:
+            if agent_setup.is_auth_refusal(exc.code):
+                methods = self.connection.initialize_result.get("authMethods")
+                raise agent_setup.credentials_error(self.spec, methods) from exc
+            raise
         if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
             raise StreamError("agent answered session/new without a sessionId")
         request = {"jsonrpc": "2.0", "method": "session/new", "params": params}
@@ -195,31 +204,10 @@ class Session:
         await self._apply_modes(result)
 
     async def _apply_modes(self, result: dict[str, Any]) -> None:
-        """Ask the agent for the requested mode/model when it offers them (session/new result)."""
-        assert self.connection is not None
-        modes = result.get("modes")
-        if isinstance(modes, dict):
-            current = modes.get("currentModeId")
-            available = {m.get("id") for m in modes.get("availableModes") or [] if isinstance(m, dict)}
-            self.translator.state.mode = current if isinstance(current, str) else None
-            wanted = self.config.agent_mode
-            if wanted in available and wanted != current:
-                await self.connection.request(
-                    "session/set_mode", {"sessionId": self.native_session_id, "modeId": wanted}
-                )
-                self.translator.state.mode = wanted
-        options = result.get("configOptions")
-        if isinstance(options, list):
-            for option in options:
-                if not isinstance(option, dict) or option.get("category") != "model":
-                    continue
-                values = {o.get("value") for o in option.get("options") or [] if isinstance(o, dict)}
-                wanted_model = self.config.model
-                if wanted_model in values and wanted_model != option.get("currentValue"):
-                    await self.connection.request(
-                        "session/set_config_option",
-                        {"sessionId": self.native_session_id, "configId": option.get("id"), "value": wanted_model},
-                    )
+        """Model, modes and variant as the create asked, through the agent's profile."""
+        assert self.connection is not None and self.native_session_id is not None
+        setup = await agent_setup.configure(self.connection, self.spec, self.config, self.native_session_id, result)
+        agent_setup.attach(self, setup, result)
 
     async def _start_failure(self, exc: BaseException) -> Exception | None:
         """The legacy error for a failed start, once the process has had a moment to exit."""
@@ -265,7 +253,9 @@ class Session:
             number=self._turns,
             turn_id=f"turn_{self._turns}",
             message=message,
-            blocks=prompt_blocks(message, attachments, image_capable=image_capable, image_data=image_data),
+            blocks=prompt_blocks(
+                agent_setup.for_agent(self, message), attachments, image_capable=image_capable, image_data=image_data
+            ),
             user_parts=user_item_parts(attachments),
         )
         if self._turn_task is None:

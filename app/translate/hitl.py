@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .content import meta_get
+from .tools import vendor_tool_name
 
 PERMISSION_REPLIES = ("once", "always", "reject")
 # Option kinds in order of preference for each legacy reply (ACP: choose by kind, never by id).
@@ -143,16 +144,6 @@ def _ext(params: dict[str, Any], tool_call: dict[str, Any], key: str) -> Any:
     return value if value is not None else meta_get(tool_call, key)
 
 
-def _vendor_tool_name(meta: Any) -> str | None:
-    """Tool names agents put in ``_meta`` (e.g. ``{"claudeCode": {"toolName": "Bash"}}``)."""
-    if not isinstance(meta, dict):
-        return None
-    for value in meta.values():
-        if isinstance(value, dict) and isinstance(value.get("toolName"), str):
-            return str(value["toolName"])
-    return None
-
-
 def _command(raw_input: dict[str, Any], params: dict[str, Any]) -> str | None:
     for key in ("command", "cmd"):
         value = raw_input.get(key)
@@ -196,8 +187,8 @@ def permission_info(params: Any, remembered: dict[str, Any] | None = None) -> Pe
     name = known.get("name") if isinstance(known.get("name"), str) and known.get("name") else None
     tool_name = (
         _ext(params, tool_call, "toolName")
-        or _vendor_tool_name(tool_call.get("_meta"))
-        or _vendor_tool_name((remembered or {}).get("_meta"))
+        or vendor_tool_name(tool_call.get("_meta"))
+        or vendor_tool_name((remembered or {}).get("_meta"))
         or name
     )
     action = _ext(params, tool_call, "action")

@@ -33,7 +33,7 @@ from .envelope import dumps
 from .items import ItemIds, ItemLifecycle, make_item
 from .messages import CHUNK_KINDS, UPSERT_KINDS, MessageAssembler
 from .prompt import attachments_text
-from .tools import ToolCalls
+from .tools import DEFAULT_STYLE, ToolCalls, ToolStyle
 
 
 @dataclass(slots=True)
@@ -108,7 +108,9 @@ class SessionTranslator:
         self,
         terminal_output: Callable[[str], str | None] | None = None,
         user_item: UserItemStyle = UserItemStyle(),
+        tool_style: ToolStyle = DEFAULT_STYLE,
     ) -> None:
+        self.tool_style = tool_style
         self.ids = ItemIds()
         self.lifecycle = ItemLifecycle()
         self.messages = MessageAssembler(self.ids, self.lifecycle)
