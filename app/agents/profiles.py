@@ -48,8 +48,11 @@ class AgentProfile:
     # Variables that give the agent credentials when it lists no method the bridge can use
     # (legacy `credentialsAvailable`); empty: the bridge cannot tell, so credentials count as there.
     credential_env: tuple[str, ...] = ()
-    # `authenticate` is needed before `session/new` (else the create fails naming the variables).
-    auth_required: bool = False
+    # Files that hold a login (``~`` and ``$VAR`` expanded): credentials without any variable.
+    credential_files: tuple[str, ...] = ()
+    # Without credentials the agent cannot work at all: the create fails naming the variables
+    # (agents that ask for `authenticate` fail so anyway when they refuse `session/new`).
+    requires_credentials: bool = False
     # Legacy /modes (None: learned from the agent) and the agentMode values accepted (None: any).
     legacy_modes: tuple[dict[str, str], ...] | None = None
     agent_modes: dict[str, ModeTarget] | None = None
@@ -72,8 +75,12 @@ class AgentProfile:
     # The agent announces each tool call before asking permission for it, but the two may cross on
     # the wire: a permission for an unknown call is held (bounded) until the call is announced.
     announces_tool_calls: bool = False
+    # Permission `action` by ACP kind when the request names no tool (legacy codex actions).
+    permission_actions: dict[str, str] = field(default_factory=dict)
     # Keys of `rawOutput` that hold a tool's output text, best first.
     output_fields: tuple[str, ...] = ("output",)
+    # Dotted paths in `rawOutput` to a unified diff the agent made itself (used for file_ref diffs).
+    patch_fields: tuple[str, ...] = ()
 
 
 _STANDARD_TOOL_NAMES = {
@@ -90,6 +97,7 @@ _STANDARD_TOOL_NAMES = {
 }
 
 CLAUDE_ENV = ("ANTHROPIC_API_KEY", "CLAUDE_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN")
+CLAUDE_CLOUD_ENV = ("CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX")
 OPENAI_ENV = ("OPENAI_API_KEY", "CODEX_API_KEY")
 PLAN_PREFIX = "Make a plan before acting.\n\n"
 
@@ -100,7 +108,9 @@ PROFILES: dict[str, AgentProfile] = {
             id="claude",
             commands=(("claude-agent-acp",), ("claude-code-acp",)),
             npm=NpmAdapter("@zed-industries/claude-agent-acp", "0.23.1", "claude-agent-acp"),
-            credential_env=CLAUDE_ENV,
+            credential_env=CLAUDE_ENV + CLAUDE_CLOUD_ENV,
+            credential_files=("$CLAUDE_CONFIG_DIR/.credentials.json", "~/.claude/.credentials.json"),
+            requires_credentials=True,
             legacy_modes=(
                 {"id": "build", "name": "Build", "description": "Default build mode"},
                 {"id": "plan", "name": "Plan", "description": "Plan mode (prompt-only)"},
@@ -144,6 +154,7 @@ PROFILES: dict[str, AgentProfile] = {
             ),
             auth_methods={"openai-api-key": ("OPENAI_API_KEY",), "codex-api-key": ("CODEX_API_KEY",)},
             credential_env=OPENAI_ENV,
+            credential_files=("$CODEX_HOME/auth.json", "~/.codex/auth.json"),
             legacy_modes=(
                 {"id": "build", "name": "Build", "description": "Default build mode"},
                 {"id": "plan", "name": "Plan", "description": "Planning mode via prompt prefix"},
@@ -161,12 +172,15 @@ PROFILES: dict[str, AgentProfile] = {
             tool_names={**_STANDARD_TOOL_NAMES, "execute": "shell", "edit": "edit", "read": "read"},
             title_names=False,  # titles are per call: "Edit /abs/path", the command line
             output_fields=("formatted_output", "aggregated_output", "stdout", "output"),
+            permission_actions={"edit": "fileChange", "delete": "fileChange", "move": "fileChange"}
+            | {kind: "commandExecution" for kind in ("execute", "read", "search", "fetch", "other")},
         ),
         AgentProfile(
             id="opencode",
             commands=(("opencode", "acp"),),
             npm=NpmAdapter("opencode-ai", "1.18.33", "opencode", args=("acp",), run_scripts=True),
             credential_env=CLAUDE_ENV + OPENAI_ENV,
+            credential_files=("$XDG_DATA_HOME/opencode/auth.json", "~/.local/share/opencode/auth.json"),
             legacy_modes=(
                 {"id": "build", "name": "Build", "description": "Default build mode"},
                 {"id": "plan", "name": "Plan", "description": "Planning mode"},
@@ -176,6 +190,7 @@ PROFILES: dict[str, AgentProfile] = {
             permission_modes={"default": ModeTarget()},
             fallback_models={"models": []},
             tool_names=dict(_STANDARD_TOOL_NAMES, execute="bash", edit="edit"),
+            patch_fields=("metadata.diff",),
         ),
         AgentProfile(
             id="amp",

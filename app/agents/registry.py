@@ -162,6 +162,18 @@ def _env_has(env: dict[str, str], names: tuple[str, ...]) -> bool:
     return any(env.get(name) for name in names)
 
 
+def _file_exists(template: str, env: dict[str, str]) -> bool:
+    """``$VAR/...`` (skipped when VAR is unset) or ``~/...`` exists."""
+    if template.startswith("$"):
+        var, _, rest = template[1:].partition("/")
+        if not env.get(var):
+            return False
+        path = os.path.join(env[var], rest)
+    else:
+        path = os.path.expanduser(template)
+    return os.path.isfile(path)
+
+
 @dataclass(slots=True)
 class AgentSpec:
     id: str
@@ -216,14 +228,20 @@ class AgentSpec:
         return names
 
     def credentials_available(self) -> bool:
+        """True when the agent would have credentials: an auth method it offers (or, before it was
+        asked, any the profile knows) that the environment satisfies, a variable, or a login file."""
         env = self.environment()
-        if self.auth_methods and self.profile.auth_methods:
-            return self.usable_auth_method(self.auth_methods, env) is not None
-        if self.profile.auth_methods:
-            return any(_env_has(env, needs) for needs in self.profile.auth_methods.values())
-        if self.profile.credential_env:
-            return _env_has(env, self.profile.credential_env)
-        return True  # mock and custom agents: the bridge cannot tell, and asks for nothing
+        profile = self.profile
+        if not (profile.auth_methods or profile.credential_env or profile.credential_files):
+            return True  # mock and custom agents: the bridge cannot tell, and asks for nothing
+        if self.auth_methods and profile.auth_methods:
+            if self.usable_auth_method(self.auth_methods, env) is not None:
+                return True
+        elif any(_env_has(env, needs) for needs in profile.auth_methods.values()):
+            return True
+        if _env_has(env, profile.credential_env) and not profile.auth_methods:
+            return True
+        return any(_file_exists(path, env) for path in profile.credential_files)
 
     def learn(self, initialize: dict[str, Any], new_session: dict[str, Any]) -> None:
         """Keep what a started session told about the agent, for /v1/agents and its modes/models."""
@@ -240,12 +258,18 @@ class AgentSpec:
         if isinstance(prompt, dict):
             self.capabilities["images"] = bool(prompt.get("image"))
 
-    def learn_options(self, result: dict[str, Any]) -> None:
-        """Models and modes from a session/new result or a complete config option list."""
+    def learn_options(self, result: dict[str, Any], *, refresh: bool = False) -> None:
+        """Models and modes from a session/new result or (``refresh``) a session's config option
+        update, whose current model is that session's choice, not the agent's default."""
         if self.is_mock:
             return
         models = models_of(result)
         if models is not None:
+            if refresh and self.models is not None:
+                if "defaultModel" in self.models:
+                    models["defaultModel"] = self.models["defaultModel"]
+                else:
+                    models.pop("defaultModel", None)
             self.models = models
         modes = modes_of(result)
         if modes is not None:

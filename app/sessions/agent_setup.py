@@ -26,6 +26,8 @@ from app.errors import BridgeError, InvalidRequest, ModeNotSupported
 from app.translate.session import apply_config_options
 from app.translate.tools import ToolStyle
 
+from . import services
+
 AUTH_REQUIRED = -32000
 
 
@@ -86,7 +88,7 @@ async def authenticate(connection: Any, spec: AgentSpec, initialize_result: dict
     if method is not None:
         await connection.request("authenticate", {"methodId": method})
         return method
-    if spec.profile.auth_required and _method_ids(methods):
+    if spec.profile.requires_credentials and not spec.credentials_available():
         raise credentials_error(spec, methods)
     return None
 
@@ -208,7 +210,6 @@ async def configure(
     model_now = options.get("model")
     if model_now is not None and isinstance(model_now.get("currentValue"), str):
         setup.model = model_now["currentValue"]
-    spec.learn_options({"configOptions": options.options})
     new_session["configOptions"] = options.options  # what the session now runs with
     return setup
 
@@ -265,6 +266,9 @@ def attach(session: Any, setup: AgentSetup, result: dict[str, Any]) -> None:
     """Keep ``setup`` on the session and show what the agent now runs with in its SessionInfo."""
     session.extensions[SETUP_KEY] = setup
     state = session.translator.state
+    state.modes_are_agent_modes = session.spec.profile.modes_are_agent_modes
+    if not state.modes_are_agent_modes:
+        state.agent_mode = None  # a permission mode the agent reported while it was being set
     modes = result.get("modes")
     if isinstance(modes, dict) and isinstance(modes.get("currentModeId"), str):
         state.mode = modes["currentModeId"]
@@ -278,6 +282,17 @@ def attach(session: Any, setup: AgentSetup, result: dict[str, Any]) -> None:
         session.config.model = state.model = setup.model
 
 
+def _refresh_models(session: Any, message: dict[str, Any]) -> None:
+    """An agent that reports new config options refreshes the agent's model list (not its default)."""
+    params = message.get("params")
+    update = params.get("update") if type(params) is dict else None
+    if type(update) is dict and update.get("sessionUpdate") == "config_option_update":
+        session.spec.learn_options(update, refresh=True)
+
+
+services.UPDATE_OBSERVERS.append(_refresh_models)
+
+
 def for_agent(session: Any, message: str) -> str:
     """The prompt text the agent gets: the mode's prefix (codex plan), then the message."""
     setup = session.extensions.get(SETUP_KEY)
@@ -287,4 +302,4 @@ def for_agent(session: Any, message: str) -> str:
 def tool_style(spec: AgentSpec) -> ToolStyle:
     """How the translator names this agent's tools and reads their output (from its profile)."""
     profile = spec.profile
-    return ToolStyle(dict(profile.tool_names), profile.title_names, profile.output_fields)
+    return ToolStyle(dict(profile.tool_names), profile.title_names, profile.output_fields, profile.patch_fields)

@@ -96,7 +96,8 @@ def _observe(session: Session, message: dict[str, Any]) -> None:
     params = message["params"]
     tool_call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
     session.translator.tools.permission_tool_call(tool_call)
-    info = permission_info(params, tool_memory(session).get(tool_call.get("toolCallId")))
+    remembered = tool_memory(session).get(tool_call.get("toolCallId"))
+    info = permission_info(params, remembered, session.spec.profile.permission_actions)
     permissions = book(session)
     request = permissions.add(
         session, message, info, info.candidates, "permission", {"outcome": dict(CANCELLED_OUTCOME)}

@@ -170,7 +170,9 @@ def _path(raw_input: dict[str, Any], known: dict[str, Any]) -> str | None:
     return None
 
 
-def permission_info(params: Any, remembered: dict[str, Any] | None = None) -> PermissionInfo:
+def permission_info(
+    params: Any, remembered: dict[str, Any] | None = None, kind_actions: dict[str, str] | None = None
+) -> PermissionInfo:
     """Legacy view of a ``session/request_permission`` request.
 
     ``action``: ``_meta["sandbox-agent/action"]``, else the tool's stable name (ACP ``name``, or a
@@ -193,7 +195,7 @@ def permission_info(params: Any, remembered: dict[str, Any] | None = None) -> Pe
     )
     action = _ext(params, tool_call, "action")
     if not isinstance(action, str) or not action:
-        action = name or tool_name or kind or "other"
+        action = name or tool_name or (kind_actions or {}).get(kind or "other") or kind or "other"
 
     legacy = _ext(params, tool_call, "metadata")
     metadata: dict[str, Any] = dict(legacy) if isinstance(legacy, dict) else {}

@@ -68,6 +68,8 @@ class ToolStyle:
     names: dict[str, str] = field(default_factory=dict)  # ACP kind -> stable tool name
     title_names: bool = True  # the first title is the tool's name
     output_fields: tuple[str, ...] = ("output",)
+    # Dotted paths in `rawOutput` to a unified diff the agent made itself (whole-file numbering).
+    patch_fields: tuple[str, ...] = ()
 
 
 DEFAULT_STYLE = ToolStyle()
@@ -383,10 +385,24 @@ class ToolCalls:
         content.extend(asked.values())
         return content
 
-    @staticmethod
-    def _diff_parts(state: ToolCallState, item: dict[str, Any]) -> list[dict[str, Any]]:
+    def _raw_patch(self, state: ToolCallState) -> str | None:
+        for dotted in self.style.patch_fields:
+            value: Any = state.raw_output
+            for key in dotted.split("."):
+                value = value.get(key) if isinstance(value, dict) else None
+            if isinstance(value, str) and value:
+                return value
+        return None
+
+    def _diff_parts(self, state: ToolCallState, item: dict[str, Any]) -> list[dict[str, Any]]:
         if diffs.is_v2(item):
             return diffs.v2_parts(item)
+        patch = self._raw_patch(state) if self.style.patch_fields else None
+        if patch is not None and isinstance(item.get("path"), str):
+            text = diffs.patch_for(item["path"], patch)
+            if text is not None:
+                action = "patch" if item.get("oldText") else "write"
+                return [{"type": "file_ref", "path": item["path"], "action": action, "diff": text}]
         path, old, new = item.get("path"), item.get("oldText"), item.get("newText")
         key = (
             path if isinstance(path, str) else "",
