@@ -66,6 +66,8 @@ class AgentProfile:
     model_aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # An unknown model is a 400 (else it is passed on only in session/new's _meta).
     strict_models: bool = True
+    # /models before any session: start the agent once to ask it (else the fallback answers).
+    probe_models: bool = False
     # /models before any session told the real list.
     fallback_models: dict[str, Any] | None = None
     # Tool names: ACP kind -> stable name, used when the agent gives no vendor name. With
@@ -106,6 +108,7 @@ PROFILES: dict[str, AgentProfile] = {
     for p in (
         AgentProfile(
             id="claude",
+            probe_models=True,
             commands=(("claude-agent-acp",), ("claude-code-acp",)),
             npm=NpmAdapter("@zed-industries/claude-agent-acp", "0.23.1", "claude-agent-acp"),
             credential_env=CLAUDE_ENV + CLAUDE_CLOUD_ENV,
@@ -145,6 +148,7 @@ PROFILES: dict[str, AgentProfile] = {
         ),
         AgentProfile(
             id="codex",
+            probe_models=True,
             commands=(("codex-acp",),),
             npm=NpmAdapter(
                 "@zed-industries/codex-acp",
@@ -177,6 +181,7 @@ PROFILES: dict[str, AgentProfile] = {
         ),
         AgentProfile(
             id="opencode",
+            probe_models=True,
             commands=(("opencode", "acp"),),
             npm=NpmAdapter("opencode-ai", "1.18.33", "opencode", args=("acp",), run_scripts=True),
             credential_env=CLAUDE_ENV + OPENAI_ENV,
@@ -214,6 +219,7 @@ PROFILES: dict[str, AgentProfile] = {
         ),
         AgentProfile(
             id="gemini",
+            probe_models=True,
             commands=(("gemini", "--acp"),),
             npm=NpmAdapter("@google/gemini-cli", "0.61.0", "gemini", args=("--acp",)),
             credential_env=("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"),

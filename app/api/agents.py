@@ -7,6 +7,7 @@ from starlette.responses import JSONResponse
 
 from app.agents.registry import AgentSpec
 from app.legacy.models import AgentInstallRequest, AgentListResponse, AgentModelsResponse, AgentModesResponse
+from app.sessions.model_probe import agent_models
 
 from . import deps
 from .parsing import json_body, path_param
@@ -62,4 +63,4 @@ async def get_agent_modes(agent: str, request: Request) -> JSONResponse:
 )
 async def get_agent_models(agent: str, request: Request) -> JSONResponse:
     spec = deps.registry(request).get(path_param(agent))
-    return JSONResponse(spec.models_response())
+    return JSONResponse(await agent_models(spec, deps.settings(request)))

@@ -17,6 +17,10 @@ Each case works in its own directory; the report has, per case, the create answe
 the events, the files left in the directory and the model requests made during the case.
 
     python -m tests.realagents.legacy --agent codex --out report.json
+
+With ``--record`` (run it inside the namespace, see ``netns.py``), the wire transcript of the agent's
+``once`` case, made stable like the other golden recordings, is written to
+``tests/golden/transcripts/legacy-<agent>.jsonl``.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import httpx
 
 from tests.realagents.agents import cache_root, scrubbed_environ
 from tests.realagents.fake_llm import FakeLLMServer
+from tests.realagents.record import GOLDEN, normalise
 from tests.support import Bridge, iter_sse, start_bridge
 
 TURN_TIMEOUT = 90.0
@@ -309,7 +314,28 @@ class Driver:
         result["files"] = {
             str(p.relative_to(work)): p.read_text(errors="replace") for p in sorted(work.rglob("*")) if p.is_file()
         }
+        result["settings_sent"] = self._settings_sent(session_id)
         return result
+
+    def _settings_sent(self, session_id: str) -> list[list[Any]]:
+        """What the bridge asked the agent to change after session/new: [method, id, value]."""
+        path = self.transcripts / f"{session_id}.jsonl"
+        sent: list[list[Any]] = []
+        if not path.exists():
+            return sent
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            msg = record["msg"]
+            params = msg.get("params") or {}
+            if record["dir"] != "client->agent":
+                continue
+            if msg.get("method") == "session/set_mode":
+                sent.append(["set_mode", "mode", params.get("modeId")])
+            elif msg.get("method") == "session/set_config_option":
+                sent.append(["set_config_option", params.get("configId"), params.get("value")])
+            elif msg.get("method") == "authenticate":
+                sent.append(["authenticate", params.get("methodId"), None])
+        return sent
 
     def _follow(self, client: httpx.Client, session_id: str, offset: int, reply: str, answered: list[Any]) -> int:
         deadline = time.monotonic() + TURN_TIMEOUT
@@ -330,11 +356,23 @@ class Driver:
         return offset
 
 
+def record_transcript(agent: str, root: Path) -> Path:
+    source = root / "transcripts" / f"{agent}-once.jsonl"
+    lines = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = normalise(lines, root)
+    target = GOLDEN / f"legacy-{agent}.jsonl"
+    with target.open("w", encoding="utf-8") as fh:
+        for line in lines:
+            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+    return target
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agent", required=True, choices=sorted(AGENTS))
     parser.add_argument("--out", type=Path, help="write the report here instead of stdout")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir")
+    parser.add_argument("--record", action="store_true", help="write the golden transcript of the once case")
     args = parser.parse_args(argv)
     kept = scrubbed_environ()  # no real keys or endpoints reach the bridge or the agent
     os.environ.clear()
@@ -343,6 +381,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         report = Driver(AGENTS[args.agent], root).execute()
         report["root"] = str(root)
+        if args.record:
+            report["recorded"] = str(record_transcript(args.agent, root))
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
