@@ -162,6 +162,16 @@ def _env_has(env: dict[str, str], names: tuple[str, ...]) -> bool:
     return any(env.get(name) for name in names)
 
 
+def _env_var_names(method: dict[str, Any]) -> list[str]:
+    if method.get("type") != "env_var" or not isinstance(method.get("vars"), list):
+        return []
+    return [
+        str(v["name"])
+        for v in method["vars"]
+        if isinstance(v, dict) and isinstance(v.get("name"), str) and not v.get("optional")
+    ]
+
+
 def _file_exists(template: str, env: dict[str, str]) -> bool:
     """``$VAR/...`` (skipped when VAR is unset) or ``~/...`` exists."""
     if template.startswith("$"):
@@ -219,11 +229,16 @@ class AgentSpec:
             needs = self.profile.auth_methods.get(str(method.get("id")))
             if needs and _env_has(env, needs):
                 return str(method["id"])
+            required = _env_var_names(method)  # ACP `env_var` methods name their variables
+            if required and all(env.get(name) for name in required):
+                return str(method["id"])
         return None
 
     def credential_variables(self) -> list[str]:
         """Variables any one of which would give the agent credentials."""
         names = [v for needs in self.profile.auth_methods.values() for v in needs]
+        for method in self.auth_methods or []:
+            names += [v for v in _env_var_names(method) if v not in names]
         names += [v for v in self.profile.credential_env if v not in names]
         return names
 
@@ -233,6 +248,8 @@ class AgentSpec:
         env = self.environment()
         profile = self.profile
         if not (profile.auth_methods or profile.credential_env or profile.credential_files):
+            if any(_env_var_names(m) for m in self.auth_methods or []):
+                return self.usable_auth_method(self.auth_methods, env) is not None
             return True  # mock and custom agents: the bridge cannot tell, and asks for nothing
         if self.auth_methods and profile.auth_methods:
             if self.usable_auth_method(self.auth_methods, env) is not None:

@@ -55,6 +55,8 @@ async def install_agent(agent: str, request: Request) -> Response:
 @router.get("/v1/agents/{agent}/modes", operation_id="get_agent_modes", responses={200: {"model": AgentModesResponse}})
 async def get_agent_modes(agent: str, request: Request) -> JSONResponse:
     spec = deps.registry(request).get(path_param(agent))
+    if spec.modes is None and spec.profile.modes_are_agent_modes:
+        await agent_models(spec, deps.settings(request))  # one start of the agent tells both
     return JSONResponse({"modes": spec.modes_response()})
 
 
