@@ -74,6 +74,8 @@ def check_request(spec: AgentSpec, agent_mode: str, permission_mode: str, model:
         )
     if model is not None and spec.models:
         resolve_model(spec, model, [m["id"] for m in spec.models.get("models", [])])
+    if spec.profile.requires_credentials and not spec.credentials_available():
+        raise credentials_error(spec, spec.auth_methods)
 
 
 # ---- auth ------------------------------------------------------------------------------------------
