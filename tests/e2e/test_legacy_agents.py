@@ -2,9 +2,10 @@
 ``POST /v1/agents/{agent}/install``, configured with the agent's own settings and key, against the fake
 LLM inside a loopback-only network namespace (``tests/realagents/legacy.py``).
 
-One driver run per agent is shared by the tests of this module. They fail when the namespace, npm or
-the registry is not available (skip outside CI, with the reason), and skip everywhere with
-``ACP_BRIDGE_TEST_REAL_AGENTS=0``.
+The install runs outside the namespace (npm needs the registry), into an install dir kept in the test
+cache; the driver's own install call then finds it installed. One driver run per agent is shared by
+the tests of this module. They fail when the namespace, npm or the registry is not available (skip
+outside CI, with the reason), and skip everywhere with ``ACP_BRIDGE_TEST_REAL_AGENTS=0``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.realagents import fake_llm
+from tests.realagents.legacy import install_outside
 from tests.realagents.netns import isolation, opted_out, run_isolated, unavailable
 
 DRIVER_TIMEOUT = 600.0
@@ -32,15 +34,17 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         unavailable(iso.reason)
     if shutil.which("npm") is None or shutil.which("node") is None:
         unavailable("npm/node are not installed: the legacy agents are npm packages")
+    installed = install_outside(agent)
+    if installed["status"] != 204:
+        unavailable(f"{agent} could not be installed: {installed['body'][-1500:]}")
     out = tmp_path_factory.mktemp(f"legacy-{agent}") / "report.json"
     argv = [sys.executable, "-m", "tests.realagents.legacy", "--agent", agent, "--out", str(out)]
     done = run_isolated(argv, timeout=DRIVER_TIMEOUT)
     assert done.returncode == 0 and out.exists(), f"driver failed ({done.returncode}):\n{done.stderr[-4000:]}"
     report: dict[str, Any] = json.loads(out.read_text())
     assert "failure" not in report, f"{report['failure']}\nbridge log:\n{report.get('bridge_log_tail')}"
-    if report["install"]["status"] != 204:
-        unavailable(f"{agent} could not be installed: {report['install']['body'][-1500:]}")
-    print(f"{agent}: timings {report['timings']}")
+    assert report["install"]["status"] == 204, report["install"]  # installed: the call is a no-op
+    print(f"{agent}: install {installed['seconds']} s, timings {report['timings']}")
     return report
 
 

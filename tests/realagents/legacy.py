@@ -367,6 +367,29 @@ def record_transcript(agent: str, root: Path) -> Path:
     return target
 
 
+def install_outside(agent: str, timeout: float = 600.0) -> dict[str, Any]:
+    """``POST /v1/agents/{agent}/install`` on a bridge outside the namespace (npm needs the registry),
+    into the kept install dir; the driver's own install call then finds the agent installed."""
+    root = Path(tempfile.mkdtemp(prefix=f"acp-legacy-install-{agent}-")).resolve()
+    shared_bin = install_dir()
+    shared_bin.mkdir(parents=True, exist_ok=True)
+    (root / "data").mkdir()
+    (root / "data" / "bin").symlink_to(shared_bin, target_is_directory=True)
+    bridge = start_bridge(root, env={"ACP_BRIDGE_INSTALL_TIMEOUT": str(int(timeout))}, data_dir=root / "data")
+    try:
+        started = time.monotonic()
+        with httpx.Client(base_url=bridge.url, timeout=timeout + 30) as client:
+            answer = client.post(f"/v1/agents/{agent}/install", json={})
+        return {
+            "status": answer.status_code,
+            "body": answer.text[-3000:],
+            "seconds": round(time.monotonic() - started, 1),
+        }
+    finally:
+        bridge.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agent", required=True, choices=sorted(AGENTS))
