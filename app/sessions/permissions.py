@@ -79,7 +79,7 @@ def observe(session: Session, message: dict[str, Any]) -> None:
     params = message.get("params")
     if not isinstance(params, dict):
         return  # `handle` answers invalid params
-    tool_call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+    tool_call: dict[str, Any] = params["toolCall"] if isinstance(params.get("toolCall"), dict) else {}
     call_id = tool_call.get("toolCallId")
     if (
         session.spec.profile.announces_tool_calls
@@ -94,7 +94,7 @@ def observe(session: Session, message: dict[str, Any]) -> None:
 
 def _observe(session: Session, message: dict[str, Any]) -> None:
     params = message["params"]
-    tool_call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+    tool_call: dict[str, Any] = params["toolCall"] if isinstance(params.get("toolCall"), dict) else {}
     session.translator.tools.permission_tool_call(tool_call)
     remembered = tool_memory(session).get(tool_call.get("toolCallId"))
     info = permission_info(params, remembered, session.spec.profile.permission_actions)
