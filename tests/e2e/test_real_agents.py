@@ -121,6 +121,9 @@ def test_agent_tool_calls_pair_with_results(real: dict[str, Any]) -> None:
     ]
     results = completed_items(real, "tool_result")
     call_ids = {p["call_id"] for p in parts(calls, "tool_call")}
+    if real["agent"] == "claude-code":  # the vendor's tool names, without the adapter's MCP prefix
+        names = {p["name"] for p in parts(calls, "tool_call")}
+        assert {"Write", "Edit", "Read", "Bash"} <= names, names
     result_ids = {p["call_id"] for p in parts(results, "tool_result")}
     assert len(call_ids) >= 4, calls  # write, edit, read, shell (+ the plan, for agents that make it a tool)
     assert call_ids == result_ids
