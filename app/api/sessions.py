@@ -9,7 +9,6 @@ from app.legacy.models import (
     MessageRequest,
     SessionListResponse,
 )
-from app.translate.prompt import Attachment, resolve_attachment_path
 
 from . import deps
 from .parsing import json_body, path_param
@@ -36,9 +35,7 @@ async def accept_message(request: Request, session_id: str) -> str:
     Returns the id of the message's turn."""
     body = await json_body(request, MessageRequest)
     session = deps.manager(request).get(session_id)
-    attachments = [
-        Attachment(resolve_attachment_path(a.path, session.fs_root), a.mime, a.filename) for a in body.attachments or []
-    ]
+    attachments = [session.attachment(a.path, a.mime, a.filename) for a in body.attachments or []]
     return session.send_message(body.message, attachments)
 
 

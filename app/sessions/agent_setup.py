@@ -23,10 +23,8 @@ from typing import Any
 from app.agents.profiles import ModeTarget
 from app.agents.registry import AgentSpec, find_option, models_of, option_values
 from app.errors import BridgeError, InvalidRequest, ModeNotSupported
-from app.translate.session import apply_config_options
+from app.translate.session_translator import SessionState, apply_config_options
 from app.translate.tools import ToolStyle
-
-from . import services
 
 AUTH_REQUIRED = -32000
 
@@ -100,7 +98,7 @@ def credentials_error(spec: AgentSpec, methods: Any) -> CredentialsMissing:
 
 
 def is_auth_refusal(code: Any) -> bool:
-    return code == AUTH_REQUIRED
+    return bool(code == AUTH_REQUIRED)
 
 
 # ---- models ----------------------------------------------------------------------------------------
@@ -261,14 +259,9 @@ def _mode_error(spec: AgentSpec, config: Any, wanted: str) -> ModeNotSupported:
 
 
 # ---- the session's side ----------------------------------------------------------------------------
-SETUP_KEY = "agent_setup"
-
-
-def attach(session: Any, setup: AgentSetup, result: dict[str, Any]) -> None:
-    """Keep ``setup`` on the session and show what the agent now runs with in its SessionInfo."""
-    session.extensions[SETUP_KEY] = setup
-    state = session.translator.state
-    state.modes_are_agent_modes = session.spec.profile.modes_are_agent_modes
+def attach(state: SessionState, config: Any, spec: AgentSpec, setup: AgentSetup, result: dict[str, Any]) -> None:
+    """Show what the agent now runs with in the session's state (SessionInfo) and config."""
+    state.modes_are_agent_modes = spec.profile.modes_are_agent_modes
     if not state.modes_are_agent_modes:
         state.agent_mode = None  # a permission mode the agent reported while it was being set
     modes = result.get("modes")
@@ -281,24 +274,20 @@ def attach(session: Any, setup: AgentSetup, result: dict[str, Any]) -> None:
     if setup.mode is not None:
         state.mode = setup.mode
     if setup.model is not None:
-        session.config.model = state.model = setup.model
+        config.model = state.model = setup.model
 
 
-def _refresh_models(session: Any, message: dict[str, Any]) -> None:
+def refresh_models(spec: AgentSpec, message: dict[str, Any]) -> None:
     """An agent that reports new config options refreshes the agent's model list (not its default)."""
     params = message.get("params")
     update = params.get("update") if type(params) is dict else None
     if type(update) is dict and update.get("sessionUpdate") == "config_option_update":
-        session.spec.learn_options(update, refresh=True)
+        spec.learn_options(update, refresh=True)
 
 
-services.UPDATE_OBSERVERS.append(_refresh_models)
-
-
-def for_agent(session: Any, message: str) -> str:
+def for_agent(setup: AgentSetup | None, message: str) -> str:
     """The prompt text the agent gets: the mode's prefix (codex plan), then the message."""
-    setup = session.extensions.get(SETUP_KEY)
-    return setup.prompt_prefix + message if isinstance(setup, AgentSetup) and setup.prompt_prefix else message
+    return setup.prompt_prefix + message if setup is not None and setup.prompt_prefix else message
 
 
 def tool_style(spec: AgentSpec) -> ToolStyle:

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 HOLD_SECONDS = 2.0
-KEY = "permissions.held"
 
 
 @dataclass(slots=True)
@@ -26,41 +25,36 @@ class _Held:
     timer: asyncio.TimerHandle | None = None
 
 
-def _book(session: Any) -> dict[str, _Held]:
-    book = session.extensions.get(KEY)
-    if book is None:
-        book = session.extensions[KEY] = {}
-    return book  # type: ignore[no-any-return]
+class HeldRequests:
+    """One session's held permission requests, by tool call id."""
 
+    def __init__(self) -> None:
+        self._held: dict[str, _Held] = {}
 
-def hold(session: Any, call_id: str, message: dict[str, Any], release: Callable[[], None]) -> None:
-    entry = _Held(message.get("id"), release)
-    _book(session)[call_id] = entry
-    entry.timer = asyncio.get_running_loop().call_later(HOLD_SECONDS, _release, session, call_id)
+    def hold(self, call_id: str, message: dict[str, Any], release: Callable[[], None]) -> None:
+        entry = _Held(message.get("id"), release)
+        self._held[call_id] = entry
+        entry.timer = asyncio.get_running_loop().call_later(HOLD_SECONDS, self._release, call_id)
 
+    def announced(self, call_id: Any) -> None:
+        """The tool call is known: release its request once this update has been translated."""
+        if self._held and isinstance(call_id, str) and call_id in self._held:
+            asyncio.get_running_loop().call_soon(self._release, call_id)
 
-def announced(session: Any, call_id: Any) -> None:
-    """The tool call is known: release its held request once this update has been translated."""
-    book = session.extensions.get(KEY)
-    if book and isinstance(call_id, str) and call_id in book:
-        asyncio.get_running_loop().call_soon(_release, session, call_id)
-
-
-def _release(session: Any, call_id: str) -> None:
-    entry = _book(session).pop(call_id, None)
-    if entry is None:
-        return
-    if entry.timer is not None:
-        entry.timer.cancel()
-    try:
-        entry.release()
-    finally:
-        entry.done.set()
-
-
-async def released(session: Any, request_id: Any) -> None:
-    """Wait until a held request with this JSON-RPC id has been handled (no-op otherwise)."""
-    for entry in list(_book(session).values()):
-        if entry.request_id == request_id:
-            await asyncio.wait_for(entry.done.wait(), HOLD_SECONDS + 5)
+    def _release(self, call_id: str) -> None:
+        entry = self._held.pop(call_id, None)
+        if entry is None:
             return
+        if entry.timer is not None:
+            entry.timer.cancel()
+        try:
+            entry.release()
+        finally:
+            entry.done.set()
+
+    async def released(self, request_id: Any) -> None:
+        """Wait until a held request with this JSON-RPC id has been handled (no-op otherwise)."""
+        for entry in list(self._held.values()):
+            if entry.request_id == request_id:
+                await asyncio.wait_for(entry.done.wait(), HOLD_SECONDS + 5)
+                return

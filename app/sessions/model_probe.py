@@ -20,7 +20,7 @@ from app.acp.process import AgentProcess
 from app.acp.sdk import RequestError
 from app.agents.registry import AgentSpec
 
-from . import agent_setup, services
+from . import agent_setup
 
 log = logging.getLogger("acp_rest_bridge.sessions")
 
@@ -68,11 +68,11 @@ async def _probe(spec: AgentSpec, settings: Any) -> None:
         )
         connection = AgentConnection(process, _Silent())
         try:
-            await connection.initialize(services.client_capabilities(spec.disabled_services))
-            await agent_setup.authenticate(connection, spec, connection.initialize_result)
+            await connection.initialize({})  # it is only asked what it offers: no client methods served
+            await agent_setup.authenticate(connection, spec, dict(connection.initialize_result))
             result = await connection.request("session/new", {"cwd": cwd, "mcpServers": []})
             if isinstance(result, dict):
-                spec.learn(connection.initialize_result, result)
+                spec.learn(dict(connection.initialize_result), result)
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(connection.close(), 2.0)

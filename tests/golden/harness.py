@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from app.agents.profiles import PROFILES
-from app.translate.drafts import ERROR, EventDraft
+from app.events.model import ERROR, EventDraft
 from app.translate.extensions import ERROR_NOTIFICATION, rpc_error_data
-from app.translate.session import SessionTranslator
+from app.translate.session_translator import SessionTranslator
 from app.translate.tools import DEFAULT_STYLE, ToolStyle
 from tests.support import ROOT, SHARED
 

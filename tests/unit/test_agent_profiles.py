@@ -15,9 +15,9 @@ from app.agents.registry import AgentRegistry, AgentsFileError, AgentSpec, load_
 from app.errors import InvalidRequest, ModeNotSupported
 from app.sessions import agent_setup
 from app.sessions.agent_setup import AgentSetup, CredentialsMissing, configure, resolve_model
-from app.sessions.session import SessionConfig
+from app.sessions.config import SessionConfig
 from app.translate.extensions import rpc_error_data
-from app.translate.session import SessionTranslator
+from app.translate.session_translator import SessionTranslator
 from app.translate.tools import ToolStyle
 
 CLAUDE_MODELS = ["default", "sonnet[1m]", "opus[1m]", "haiku"]

@@ -8,6 +8,6 @@ from __future__ import annotations
 from . import (
     bench,  # noqa: F401  (burst)
     files,  # noqa: F401
-    hitl,  # noqa: F401
+    hitl_script,  # noqa: F401
     rich,  # noqa: F401  (tool, status, image, unknown, error, unparsed, end, demo, plan, diff, v2)
 )
