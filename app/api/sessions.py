@@ -9,6 +9,7 @@ from app.legacy.models import (
     MessageRequest,
     SessionListResponse,
 )
+from app.sessions.attachments import read_images
 
 from . import deps
 from .parsing import json_body, path_param
@@ -36,7 +37,9 @@ async def accept_message(request: Request, session_id: str) -> str:
     body = await json_body(request, MessageRequest)
     session = deps.manager(request).get(session_id)
     attachments = [session.attachment(a.path, a.mime, a.filename) for a in body.attachments or []]
-    return session.send_message(body.message, attachments)
+    session.check_accepting()
+    image_data = await read_images(session, attachments)
+    return session.send_message(body.message, attachments, image_data)
 
 
 @router.post("/v1/sessions/{session_id}/messages", operation_id="post_message", status_code=204)

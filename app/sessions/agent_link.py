@@ -62,7 +62,11 @@ class AgentLink:
             env.setdefault("ACP_BRIDGE_MOCK_PACING_MS", str(self.settings.mock_pacing_ms))
         try:
             self.process = await AgentProcess.spawn(
-                argv, env=env, cwd=cwd, stderr_line_limit=self.settings.stderr_line_limit
+                argv,
+                env=env,
+                cwd=cwd,
+                stderr_line_limit=self.settings.stderr_line_limit,
+                stdout_line_limit=self.settings.agent_line_limit,
             )
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
             raise AgentNotInstalled(self.spec.id, {"message": str(exc)}) from exc
