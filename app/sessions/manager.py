@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from app.acp.process import ExitInfo
-from app.agents.registry import LEGACY_MODELS, AgentRegistry, AgentSpec
+from app.agents.registry import AgentRegistry, AgentSpec
 from app.errors import (
     AgentNotInstalled,
     InvalidRequest,
@@ -23,6 +23,7 @@ from app.events.store import EventStore
 from app.events.text import clean_text
 from app.settings import Settings
 
+from .agent_setup import check_request
 from .client_services import ClientServices
 from .config import SessionConfig
 from .session import EndReason, Session
@@ -132,8 +133,9 @@ class SessionManager:
         if permission_mode not in spec.allowed_permission_modes():
             raise ModeNotSupported(spec.id, permission_mode)
         model = request.get("model")
-        if model is None and spec.id in LEGACY_MODELS:
-            model = LEGACY_MODELS[spec.id]["defaultModel"]
+        if model is None:
+            model = spec.models_response().get("defaultModel")
+        check_request(spec, agent_mode, permission_mode, request.get("model"))
         return SessionConfig(
             agent=spec.id,
             agent_mode=agent_mode,

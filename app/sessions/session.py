@@ -27,6 +27,7 @@ from app.translate.outgoing import prompt_params
 from app.translate.prompt import Attachment, prompt_blocks, resolve_attachment_path, user_item_parts
 from app.translate.session_translator import MOCK_USER_ITEM, SessionTranslator, UserItemStyle
 
+from . import agent_setup
 from .agent_link import AgentLink
 from .client_services import ClientServices
 from .config import SessionConfig
@@ -73,7 +74,9 @@ class Session:
         self.turns = TurnQueue(session_id, self._begin_turn, self._run_turn)
         self.terminals = SessionTerminals()
         self.translator = SessionTranslator(
-            terminal_output=self.terminals.output_of, user_item=MOCK_USER_ITEM if spec.is_mock else UserItemStyle()
+            terminal_output=self.terminals.output_of,
+            user_item=MOCK_USER_ITEM if spec.is_mock else UserItemStyle(),
+            tool_style=agent_setup.tool_style(spec),
         )
         self.permissions = Permissions()
         self.questions = Questions()
@@ -192,7 +195,12 @@ class Session:
         image_data = image_data or {}
         turn = self.turns.new_turn(
             message,
-            prompt_blocks(message, attachments, image_capable=image_capable, image_data=image_data),
+            prompt_blocks(
+                agent_setup.for_agent(self.agent.setup, message),
+                attachments,
+                image_capable=image_capable,
+                image_data=image_data,
+            ),
             user_item_parts(attachments),
         )
         self.turns.submit(turn)

@@ -36,7 +36,7 @@ from .checks import block_problem, update_problem
 from .items import ItemIds, ItemLifecycle, make_item
 from .messages import CHUNK_KINDS, UPSERT_KINDS, MessageAssembler
 from .prompt import attachments_text
-from .tools import ToolCalls
+from .tools import DEFAULT_STYLE, ToolCalls, ToolStyle
 
 
 @dataclass(slots=True)
@@ -48,6 +48,9 @@ class SessionState:
     updated_at_ms: int | None = None
     mode: str | None = None  # the agent's current mode, whatever told it
     agent_mode: str | None = None  # the mode as changed by the agent during the session
+    # False when the agent's own modes are permission modes (claude, codex): they never show as
+    # SessionInfo agentMode.
+    modes_are_agent_modes: bool = True
     model: str | None = None
     available_commands: list[Any] = field(default_factory=list)
     usage: dict[str, Any] | None = None
@@ -112,7 +115,9 @@ class SessionTranslator:
         self,
         terminal_output: Callable[[str], str | None] | None = None,
         user_item: UserItemStyle = UserItemStyle(),
+        tool_style: ToolStyle = DEFAULT_STYLE,
     ) -> None:
+        self.tool_style = tool_style
         self.ids = ItemIds()
         self.lifecycle = ItemLifecycle()
         self.messages = MessageAssembler(self.ids, self.lifecycle)
@@ -286,7 +291,9 @@ def _session_info(t: SessionTranslator, update: dict[str, Any], raw: Any) -> lis
 def _current_mode(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     mode = update.get("currentModeId", update.get("modeId"))
     if isinstance(mode, str):
-        t.state.mode = t.state.agent_mode = mode
+        t.state.mode = mode
+        if t.state.modes_are_agent_modes:
+            t.state.agent_mode = mode
     _keep(t, update, raw)
     return []
 
@@ -327,7 +334,9 @@ def apply_config_options(state: SessionState, options: list[Any]) -> None:
         if not isinstance(value, str):
             continue
         if option.get("category") == "mode":
-            state.mode = state.agent_mode = value
+            state.mode = value
+            if state.modes_are_agent_modes:
+                state.agent_mode = value
         elif option.get("category") == "model":
             state.model = value
 

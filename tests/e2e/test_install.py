@@ -120,6 +120,7 @@ def bridge(tmp_path: Path, registry: Registry) -> Iterator[Bridge]:
         "npm_config_userconfig": str(tmp_path / "npmrc"),
         "npm_config_fetch_retries": "0",
         "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "ANTHROPIC_API_KEY": "sk-ant-test",  # claude sessions need credentials to start
     }
     npm = shutil.which("npm")
     assert npm is not None
