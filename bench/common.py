@@ -41,11 +41,13 @@ class Server:
 
 
 @contextmanager
-def bridge(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Server]:
+def bridge(data_dir: Path, *args: str, env: dict[str, str] | None = None, root: Path = ROOT) -> Iterator[Server]:
+    """A bridge server on a free port, run from the source tree ``root`` (another checkout to
+    compare versions)."""
     port = free_port()
     argv = [sys.executable, "-m", "app", "server", "--port", str(port), "--data-dir", str(data_dir), *args]
     full_env = {**os.environ, **(env or {})}
-    full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
+    full_env["PYTHONPATH"] = str(root) + os.pathsep + full_env.get("PYTHONPATH", "")
     url = f"http://127.0.0.1:{port}"
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, env=full_env, cwd=data_dir.parent, stdout=subprocess.DEVNULL)
