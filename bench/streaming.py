@@ -66,7 +66,8 @@ def _read_burst(response: httpx.Response, count: int, t0: float) -> tuple[bytes,
         body += chunk
         if deltas.total < count and deltas.feed(body) >= count:
             t_last = time.perf_counter()
-        if ended.feed(body):
+        # The turn's end counts once its frame is complete (a read can end inside it).
+        if ended.feed(body) and body.find(b"\n\n", body.rfind(ended.marker)) >= 0:
             return bytes(body), t_last
     raise AssertionError("stream ended early")
 
