@@ -27,6 +27,7 @@ import os
 import queue
 import sqlite3
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -125,6 +126,7 @@ class SqliteEventStore:
     # After a batch this large, the writer waits this long for the next one to gather.
     BURST_BATCH = 64
     BURST_GATHER = 0.005
+    GATHER_STEP = 0.001  # ... looking this often whether it still grows
     # Checkpoint after this long without writes, or after this many transactions whatever happens.
     CHECKPOINT_IDLE = 0.5
     CHECKPOINT_MAX = 100
@@ -203,6 +205,9 @@ class SqliteEventStore:
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=10000")
         conn.execute("PRAGMA wal_autocheckpoint=0")  # the writer checkpoints itself (_checkpoint)
+        # Statement journals of a multi-statement transaction in memory, not in a temporary file
+        # created and unlinked per commit.
+        conn.execute("PRAGMA temp_store=MEMORY")
         return conn
 
     def _load(self, conn: sqlite3.Connection) -> None:
@@ -393,9 +398,7 @@ class SqliteEventStore:
                 if self.COALESCE:  # hold the writer back (tests); close() ends the wait
                     self._wakeup.wait(self.COALESCE)
                 elif last_batch >= self.BURST_BATCH:
-                    # A burst is on: let it gather so a commit costs a few handovers of the
-                    # interpreter lock for many events (a lone event is committed at once).
-                    self._wakeup.wait(self.BURST_GATHER)
+                    self._gather()
             with contextlib.suppress(queue.Empty):
                 while len(batch) < self.BATCH_MAX:
                     batch.append(self._queue.get_nowait())
@@ -430,6 +433,21 @@ class SqliteEventStore:
             if stop:
                 self._checkpoint(conn)
                 return
+
+    def _gather(self) -> None:
+        """A burst is on: let the next batch gather, so a commit costs a few handovers of the
+        interpreter lock for many events (a lone event is committed at once); but only while it
+        grows: once events stop coming (the burst ended, the event loop turned to other work),
+        what is there is committed at once, as readers wait for it."""
+        deadline = time.monotonic() + self.BURST_GATHER
+        size = self._queue.qsize()
+        while (remaining := deadline - time.monotonic()) > 0:
+            if self._wakeup.wait(min(self.GATHER_STEP, remaining)):
+                return  # close()
+            grown = self._queue.qsize()
+            if grown == size:
+                return
+            size = grown
 
     def _give_up(self, batch: list[Any], cause: str) -> bool:
         """The server stops and the disk still refuses: say loudly what could not be written."""
