@@ -25,7 +25,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import functools
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import AsyncIterator, Callable
 from operator import attrgetter
 from typing import Any
@@ -241,6 +241,11 @@ class SessionEventLog:
         self.updated_ns = stats.updated_ns
         self._tail: list[StoredEvent] = []
         self._tail_bytes = 0
+        # Bytes appended before each event of the tail (a running total): the size of any part
+        # of the tail in two lookups.
+        self._offsets: list[int] = []
+        self._appended_bytes = 0
+        self._trimmed_with = 0  # the store's committed sequence when the tail was last trimmed
         self._tail_size = max(tail_size, 1)
         self._tail_bytes_max = max(tail_bytes if tail_bytes is not None else self.TAIL_BYTES, 1)
         # Trimming is amortised: it runs when the tail has grown by this much.
@@ -292,8 +297,14 @@ class SessionEventLog:
         self.last_sequence = sequence
         tail = self._tail
         tail.append(event)
+        self._offsets.append(self._appended_bytes)
+        self._appended_bytes += event.size
         self._tail_bytes += event.size
-        if len(tail) >= self._trim_at or self._tail_bytes > self._tail_bytes_max:
+        if len(tail) >= self._trim_at or (
+            # Over its bytes: a trim can drop something only once the store committed more.
+            self._tail_bytes > self._tail_bytes_max
+            and self._store.flushed_sequence(self.session_id) != self._trimmed_with
+        ):
             self._trim()
         self._count += 1
         self.updated_ns = ns
@@ -393,26 +404,29 @@ class SessionEventLog:
             pass
 
     def _trim(self) -> None:
-        """Drop the oldest committed events beyond the tail size and bytes (never an uncommitted
-        one); a finished log keeps only uncommitted ones."""
+        """Keep the newest committed events up to the tail size and bytes, besides the
+        uncommitted ones (never dropped): a reader a little behind the commits reads from memory,
+        not from the store. A finished log keeps only uncommitted ones."""
         tail = self._tail
-        committed = bisect_right(tail, self._store.flushed_sequence(self.session_id), key=_sequence)
+        offsets = self._offsets
+        flushed = self._trimmed_with = self._store.flushed_sequence(self.session_id)
+        committed = bisect_right(tail, flushed, key=_sequence)
         if self.finished:
             drop = committed
         else:
-            drop = min(committed, max(len(tail) - self._tail_size, 0))
-            size = self._tail_bytes
-            for event in tail[:drop]:
-                size -= event.size
-            while drop < committed and size > self._tail_bytes_max:
-                size -= tail[drop].size
-                drop += 1
+            drop = max(committed - self._tail_size, 0)
+            if committed > drop:
+                end = offsets[committed] if committed < len(tail) else self._appended_bytes
+                if end - offsets[drop] > self._tail_bytes_max:
+                    # The first event from which the committed part fits in the bytes.
+                    drop = bisect_left(offsets, end - self._tail_bytes_max, drop, committed)
         if drop > 0:
-            self._tail_bytes -= sum(event.size for event in tail[:drop])
             del tail[:drop]
+            del offsets[:drop]
+        self._tail_bytes = self._appended_bytes - offsets[0] if tail else 0
         if self.finished and not tail:
-            self._tail = []  # give the list's memory back too
-            self._tail_bytes = 0
+            self._tail = []  # give the lists' memory back too
+            self._offsets = []
         self._trim_at = len(self._tail) + self._slack
 
     # ---- reading -------------------------------------------------------------------------------
