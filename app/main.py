@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import json
 import sys
@@ -14,6 +15,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.responses import PlainTextResponse
 
+from app.acp.orphans import ProcessRegistry
 from app.agents.registry import AgentRegistry, AgentsFileError
 from app.api import agents, errors, events, fs, health, permissions, questions, sessions
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware, CORSMiddleware, EncodedPathMiddleware
@@ -46,13 +48,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         settings.agents_file, install_dir=data_dir / "bin", install_timeout=settings.install_timeout
     )
     store = open_store(settings)
-    manager = SessionManager(settings, registry, store)
+    processes = ProcessRegistry(data_dir / "processes")
+    manager = SessionManager(settings, registry, store, processes)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store.open()
         try:
+            # The data dir is this server's now: end what an earlier run left alive.
+            await asyncio.to_thread(processes.sweep)
+            processes.open()
             manager.restore()
+            await manager.settle_restored()
             # What is loaded by now (the ACP SDK's schema models: ~80,000 objects) lives as long as
             # the server; keeping it out of the collector makes every full collection during an
             # agent's burst that much cheaper.
@@ -61,6 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             await manager.shutdown()
+            processes.close()
             store.close()  # commits every event still queued
 
     app = FastAPI(

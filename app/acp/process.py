@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .orphans import ProcessRegistry
+
 # asyncio's per-read limit; the SDK reassembles longer lines, a large limit means fewer loops.
 STDOUT_LIMIT = 8 * 1024 * 1024
 
@@ -67,10 +69,15 @@ class ExitInfo:
 
 
 class AgentProcess:
-    def __init__(self, proc: asyncio.subprocess.Process, stderr: StderrBuffer) -> None:
+    def __init__(
+        self, proc: asyncio.subprocess.Process, stderr: StderrBuffer, processes: ProcessRegistry | None = None
+    ) -> None:
         self.proc = proc
         self.pid = proc.pid
         self.stderr = stderr
+        self._processes = processes
+        if processes is not None:
+            processes.started(proc.pid)
         self._stderr_task = asyncio.create_task(self._drain_stderr(), name=f"agent-stderr-{proc.pid}")
 
     @classmethod
@@ -81,8 +88,10 @@ class AgentProcess:
         env: Mapping[str, str],
         cwd: str,
         stderr_line_limit: int = 4096,
+        processes: ProcessRegistry | None = None,
     ) -> AgentProcess:
-        full_env = {**os.environ, **env}
+        """Start ``argv``; with ``processes``, its group is recorded so a later run can end it."""
+        full_env = {**os.environ, **env, **(processes.env if processes is not None else {})}
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE,
@@ -93,7 +102,7 @@ class AgentProcess:
             start_new_session=True,  # own process group: the whole tree can be signalled
             limit=STDOUT_LIMIT,
         )
-        return cls(proc, StderrBuffer(stderr_line_limit))
+        return cls(proc, StderrBuffer(stderr_line_limit), processes)
 
     @property
     def stdin(self) -> asyncio.StreamWriter:
@@ -160,6 +169,8 @@ class AgentProcess:
         # Children of the agent may outlive it in the group: kill whatever is left.
         self._signal_group(signal.SIGKILL)
         await self.proc.wait()
+        if self._processes is not None:
+            self._processes.stopped(self.pid)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._stderr_task, 1.0)
 

@@ -35,7 +35,9 @@ async def accept_message(request: Request, session_id: str) -> str:
     """Shared by messages and messages/stream: parse, check, hand the message to the session.
     Returns the id of the message's turn."""
     body = await json_body(request, MessageRequest)
-    session = deps.manager(request).get(session_id)
+    manager = deps.manager(request)
+    session = manager.get(session_id)
+    await manager.ready(session)  # a session suspended by a restart starts its agent again
     attachments = [
         Attachment(resolve_attachment_path(a.path, session.fs_root), a.mime, a.filename) for a in body.attachments or []
     ]

@@ -8,6 +8,7 @@ import logging
 import os
 from typing import Any
 
+from app.acp.orphans import ProcessRegistry
 from app.acp.process import ExitInfo
 from app.agents.registry import LEGACY_MODELS, AgentRegistry, AgentSpec
 from app.errors import (
@@ -22,7 +23,7 @@ from app.events.log import SessionEventLog
 from app.events.store import EventStore
 from app.settings import Settings
 
-from . import services
+from . import recovery, services
 from .session import END_HOOKS, Session, SessionConfig
 from .skills import skills_hook
 
@@ -32,10 +33,17 @@ PERMISSION_MODES = ("default", "plan", "bypass", "acceptEdits")
 
 
 class SessionManager:
-    def __init__(self, settings: Settings, registry: AgentRegistry, store: EventStore) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        registry: AgentRegistry,
+        store: EventStore,
+        processes: ProcessRegistry | None = None,
+    ) -> None:
         self.settings = settings
         self.registry = registry
         self.store = store
+        self.processes = processes
         self._sessions: dict[str, Session] = {}
         self._creating: set[str] = set()
         services.load_builtin_services()
@@ -79,19 +87,44 @@ class SessionManager:
         session_id = info["sessionId"]
         log_ = SessionEventLog(session_id, self.store, tail_size=self.settings.event_tail)
         session = Session(
-            session_id, spec, config, log_, cwd=record["cwd"], fs_root=record["fs_root"], settings=self.settings
+            session_id,
+            spec,
+            config,
+            log_,
+            cwd=record["cwd"],
+            fs_root=record["fs_root"],
+            settings=self.settings,
+            processes=self.processes,
         )
         session.created_at_ms = int(info["createdAt"])
         session.native_session_id = log_.native_session_id = info.get("nativeSessionId")
-        # A restored session is ended the way it ended then; one still live when the server
-        # stopped was ended by the daemon, so messages get the legacy 400 "session terminated".
+        session.extensions[PERSISTED] = True
+        if recovery.adopt(session, record):
+            # Live when the server stopped: it goes on (settle_restored, then the next message).
+            session._started = True
+            return session
+        # A restored session is ended the way it ended then.
         session.ended = True
         session.end_reason = record.get("endReason") or "terminated"
         exit_info = record.get("exit")
         if isinstance(exit_info, dict):
             session.exit_info = ExitInfo(exit_info.get("code"), exit_info.get("signal"))
-        session.extensions[PERSISTED] = True
         return session
+
+    async def settle_restored(self) -> None:
+        """Restored sessions that were live when the server stopped: closed in their logs what the
+        old agent left open, ready to go on (``recovery``)."""
+        for session in list(self._sessions.values()):
+            if recovery.recovery_of(session) is not None:
+                try:
+                    await recovery.settle(session, self.store, save_record)
+                except Exception:
+                    log.exception("session %s: cannot read the end of its log; it stays as it was", session.id)
+
+    async def ready(self, session: Session) -> None:
+        """Before a message: a session suspended by a restart gets its agent back (or ends)."""
+        if recovery.needs_revive(session):
+            await recovery.revive(session, save_record)
 
     def normalise(self, spec: AgentSpec, request: dict[str, Any]) -> SessionConfig:
         """Model default and agentMode/permissionMode rules of behavior §4.2."""
@@ -144,7 +177,16 @@ class SessionManager:
                 if not os.path.isdir(cwd):
                     raise InvalidRequest(f"directory not found: {cwd}")
             log_ = SessionEventLog(session_id, self.store, tail_size=self.settings.event_tail)
-            session = Session(session_id, spec, config, log_, cwd=cwd, fs_root=fs_root, settings=self.settings)
+            session = Session(
+                session_id,
+                spec,
+                config,
+                log_,
+                cwd=cwd,
+                fs_root=fs_root,
+                settings=self.settings,
+                processes=self.processes,
+            )
             await session.start()
             self._sessions[session_id] = session
             session.extensions[PERSISTED] = True
@@ -171,6 +213,7 @@ def session_record(session: Session) -> dict[str, Any]:
         "fs_root": session.fs_root,
         "endReason": session.end_reason,
         "exit": None if exit_info is None else {"code": exit_info.code, "signal": exit_info.signal},
+        **recovery.record_fields(session),
     }
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.acp.connection import AgentConnection
+from app.acp.orphans import ProcessRegistry
 from app.acp.process import AgentProcess, ExitInfo
 from app.acp.sdk import RequestError
 from app.agents.registry import AgentSpec
@@ -27,6 +28,10 @@ from app.translate.session import MOCK_USER_ITEM, SessionTranslator, UserItemSty
 from . import services
 
 META = "sandbox-agent/"
+# Set by ``recovery`` (which imports this module): a session suspended or continued after a restart.
+RESUME_STATE = "recovery"
+RESUME_META = "sandbox-agent/resume"
+STOPPED_BY = "recovery.stopped"
 
 
 @dataclass(slots=True)
@@ -77,6 +82,7 @@ class Session:
         cwd: str,
         fs_root: str,
         settings: Any,
+        processes: ProcessRegistry | None = None,
     ) -> None:
         self.id = session_id
         self.spec = spec
@@ -85,6 +91,7 @@ class Session:
         self.cwd = cwd
         self.fs_root = fs_root
         self.settings = settings
+        self.processes = processes  # where agent and terminal process groups are recorded
         self.created_at_ms = int(time.time() * 1000)
         self.translator = SessionTranslator(user_item=MOCK_USER_ITEM if spec.is_mock else UserItemStyle())
         self.process: AgentProcess | None = None
@@ -98,6 +105,10 @@ class Session:
         # Set at server shutdown: cancel hooks answer the agent but record nothing.
         self.shutting_down = False
         self.pending: dict[Any, PendingRequest] = {}
+        # True while an agent replays history (ACP session/load) until the next prompt: those
+        # updates were logged when they happened and are not logged again.
+        self.replaying = False
+        self.replayed = 0
         # Feature areas (permissions, questions, terminals...) keep per-session state here.
         self.extensions: dict[str, Any] = {}
         self._started = False
@@ -128,21 +139,7 @@ class Session:
     # ---- start-up ------------------------------------------------------------------------
     async def start(self) -> None:
         """Spawn the agent, `initialize`, `session/new`; record session.started."""
-        argv = self.spec.command
-        if not argv:
-            raise AgentNotInstalled(self.spec.id)
-        env = dict(self.spec.env)
-        if self.spec.is_mock:
-            env.setdefault("ACP_BRIDGE_MOCK_PACING_MS", str(self.settings.mock_pacing_ms))
-        try:
-            self.process = await AgentProcess.spawn(
-                argv, env=env, cwd=self.cwd, stderr_line_limit=self.settings.stderr_line_limit
-            )
-        except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-            raise AgentNotInstalled(self.spec.id, {"message": str(exc)}) from exc
-        self.connection = AgentConnection(self.process, self)
-        if self.settings.transcript_dir is not None:
-            self.connection.record_transcript(self.settings.transcript_dir, self.id)
+        await self.spawn()
         try:
             await asyncio.wait_for(self._handshake(), self.settings.agent_start_timeout)
         except BaseException as exc:
@@ -166,6 +163,30 @@ class Session:
         early, self._early = self._early, []
         for draft in early:
             self.log.append(draft)
+
+    async def spawn(self) -> None:
+        """Start the agent process and its connection (no ACP request yet)."""
+        argv = self.spec.command
+        if not argv:
+            raise AgentNotInstalled(self.spec.id)
+        env = dict(self.spec.env)
+        if self.spec.is_mock:
+            env.setdefault("ACP_BRIDGE_MOCK_PACING_MS", str(self.settings.mock_pacing_ms))
+            # Where the mock keeps its sessions for session/load after a restart.
+            env.setdefault("ACP_BRIDGE_MOCK_STATE_DIR", str(self.settings.resolved_data_dir() / "mock"))
+        try:
+            self.process = await AgentProcess.spawn(
+                argv,
+                env=env,
+                cwd=self.cwd,
+                stderr_line_limit=self.settings.stderr_line_limit,
+                processes=self.processes,
+            )
+        except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+            raise AgentNotInstalled(self.spec.id, {"message": str(exc)}) from exc
+        self.connection = AgentConnection(self.process, self)
+        if self.settings.transcript_dir is not None:
+            self.connection.record_transcript(self.settings.transcript_dir, self.id)
 
     async def _handshake(self) -> None:
         assert self.connection is not None
@@ -322,6 +343,9 @@ class Session:
     def on_incoming(self, message: dict[str, Any]) -> None:
         method = message.get("method")
         if method == "session/update":
+            if self.replaying:
+                self.replayed += 1
+                return
             for observer in services.UPDATE_OBSERVERS:
                 observer(self, message)
             self.record(self.translator.session_update(message.get("params"), message))
@@ -349,6 +373,7 @@ class Session:
     def on_outgoing(self, message: dict[str, Any]) -> None:
         method = message.get("method")
         if method == "session/prompt":
+            self.replaying = False
             self._last_prompt_id = message.get("id")
             self._prompt_request_ids.add(message.get("id"))
         elif method == "session/cancel":
@@ -443,11 +468,13 @@ class Session:
         self._stopping = asyncio.create_task(self._stop_process())
 
     async def shutdown(self) -> None:
-        """Server shutdown: stop the agent without recording anything more."""
+        """Server shutdown: stop the agent without recording anything more. A live session is
+        suspended, not ended: the next server continues it (``recovery``)."""
         if self._watcher is not None:
             self._watcher.cancel()
+        if not self.ended:
+            self.extensions[STOPPED_BY] = "shutdown"
         self.ended = True
-        self.end_reason = self.end_reason or "terminated"
         self.shutting_down = True
         self.cancel_pending()
         await self._stop_process()
@@ -474,6 +501,9 @@ class Session:
             info["mcp"] = self.config.mcp
         if self.config.skills is not None:
             info["skills"] = self.config.skills
+        resume = self.extensions.get(RESUME_STATE)
+        if resume is not None:  # went through a bridge restart (``recovery``)
+            info["_meta"] = {RESUME_META: resume.info()}
         return info
 
 

@@ -128,6 +128,7 @@ HELP_TEXT = "\n".join(
         "- error: error + agent.unparsed events.",
         "- unparsed: emit agent.unparsed only.",
         "- end: emit session.ended.",
+        "- history: the earlier messages of this session (kept across bridge restarts).",
         "",
         "Any other text will be echoed as an assistant message.",
     ]

@@ -1,0 +1,436 @@
+"""Sessions that were live when the bridge stopped (a crash, SIGTERM, Ctrl-C) go on after a restart.
+
+At start-up (``settle``), such a session is read back from the end of its log: what the old agent
+left open is closed in the log (pending permissions and questions resolved with the legacy reject
+statuses, unfinished items failed, the running turn ended) and a ``status`` item says that the
+bridge stopped. The session is listed as not ended; its SessionInfo carries
+``_meta["sandbox-agent/resume"]`` ``{"state": "suspended", "cause": "crash" | "shutdown"}``.
+
+The next message (``revive``) starts the agent again and asks it to continue the same ACP session,
+in this order: ``session/resume`` (capability ``sessionCapabilities.resume``; no replay), then
+``session/load`` (capability ``loadSession``; the history the agent replays is not logged again),
+then ``session/new``, whose ``status`` item says that the agent's memory of the conversation was
+lost. A ``status`` item records which one happened in its json part's
+``_meta["sandbox-agent/resume"]``, as does SessionInfo. An agent that cannot be started answers the
+message with the start-up error (404 ``agent_not_installed``, 500, 502, as at create) and the
+session ends with one ``session.ended`` (error) saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from app.acp.sdk import RequestError
+from app.errors import BridgeError, StreamError
+from app.translate.drafts import (
+    ITEM_COMPLETED,
+    ITEM_DELTA,
+    ITEM_STARTED,
+    PERMISSION_REQUESTED,
+    PERMISSION_RESOLVED,
+    QUESTION_REQUESTED,
+    QUESTION_RESOLVED,
+    SESSION_ENDED,
+    TURN_ENDED,
+    TURN_STARTED,
+    EventDraft,
+)
+from app.translate.items import make_item
+from app.translate.outgoing import session_new_params
+
+from . import services
+from .session import RESUME_META as META
+from .session import RESUME_STATE as STATE
+from .session import STOPPED_BY, Session
+
+if TYPE_CHECKING:
+    from app.events.store import EventStore
+
+log = logging.getLogger("acp_rest_bridge.recovery")
+
+Save = Callable[["Session"], None]  # keeps the session's record (SessionInfo, config, recovery state)
+
+CRASH = "crash"
+SHUTDOWN = "shutdown"
+PAGE = 2048
+
+
+@dataclass(slots=True)
+class Recovery:
+    """A restored session that was live when the bridge stopped."""
+
+    cause: str  # CRASH or SHUTDOWN
+    settled: bool = False  # the log already says that the bridge stopped
+    suspended: bool = True  # no agent process yet
+    outcome: dict[str, Any] | None = None
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    def info(self) -> dict[str, Any]:
+        if self.suspended:
+            return {"state": "suspended", "cause": self.cause}
+        return {"state": "restarted", "cause": self.cause, **(self.outcome or {})}
+
+
+def recovery_of(session: Session) -> Recovery | None:
+    state = session.extensions.get(STATE)
+    return state if isinstance(state, Recovery) else None
+
+
+# ---- what the session record keeps ------------------------------------------------------------------
+def record_fields(session: Session) -> dict[str, Any]:
+    """Added to the session record: how a live session was stopped, and where recovery stands."""
+    state = recovery_of(session)
+    fields: dict[str, Any] = {}
+    if state is not None:
+        fields["recovery"] = {"cause": state.cause, "settled": state.settled, "suspended": state.suspended}
+    if session.extensions.get(STOPPED_BY) and session.end_reason is None:
+        fields["stopped"] = session.extensions[STOPPED_BY]
+    if session.end_reason is None:
+        # Permission and question ids used so far: those after a restart must differ.
+        for key, state_key in (("permissionIds", "permissions"), ("questionIds", "questions")):
+            book = session.extensions.get(state_key)
+            used = getattr(book, "used", None)
+            if used:
+                fields[key] = sorted(used)
+    return fields
+
+
+USED_PERMISSIONS = "recovery.permission_ids"
+USED_QUESTIONS = "recovery.question_ids"
+
+
+def adopt(session: Session, record: dict[str, Any]) -> bool:
+    """Called for each restored record; True (and the session marked for recovery) when the session
+    was live when the server stopped. A session that ended stays ended."""
+    if record.get("endReason") is not None:
+        return False
+    previous = record.get("recovery") if isinstance(record.get("recovery"), dict) else {}
+    cause = SHUTDOWN if record.get("stopped") == SHUTDOWN else CRASH
+    if previous.get("suspended") and previous.get("settled"):
+        cause = previous.get("cause") or cause  # restarted again before any message: as it was
+    state = Recovery(cause=cause, settled=bool(previous.get("suspended") and previous.get("settled")))
+    session.extensions[STATE] = state
+    for key, kept in (("permissionIds", USED_PERMISSIONS), ("questionIds", USED_QUESTIONS)):
+        if isinstance(record.get(key), list):
+            session.extensions[kept] = [str(value) for value in record[key]]
+    return True
+
+
+# ---- reading the end of the log ---------------------------------------------------------------------
+_ITEM_N = re.compile(r"^itm_(\d+)$")
+_TURN_N = re.compile(r"^turn_(\d+)$")
+_USER_N = re.compile(r"^user_(\d+)$")
+
+
+@dataclass(slots=True)
+class LogState:
+    """What the end of a session's log says about the state the old process left."""
+
+    ended: dict[str, Any] | None = None  # data of a session.ended found at the end
+    turns: int = 0
+    items: int = 0
+    user_messages: int = 0
+    open_turn: str | None = None
+    open_items: dict[str, dict[str, Any]] = field(default_factory=dict)
+    permissions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    questions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    permission_ids: set[str] = field(default_factory=set)  # ids seen (they stay unique in the session)
+    question_ids: set[str] = field(default_factory=set)
+
+
+def _n(pattern: re.Pattern[str], value: Any) -> int:
+    match = pattern.match(value) if isinstance(value, str) else None
+    return int(match.group(1)) if match else 0
+
+
+def _apply(state: LogState, event_type: str, data: dict[str, Any]) -> None:
+    """One event, oldest first."""
+    if event_type in (ITEM_STARTED, ITEM_COMPLETED):
+        item = data.get("item") if isinstance(data.get("item"), dict) else {}
+        item_id = item.get("item_id")
+        state.items = max(state.items, _n(_ITEM_N, item_id), _n(_ITEM_N, item.get("parent_id")))
+        if item.get("role") == "user":
+            state.user_messages = max(state.user_messages, _n(_USER_N, item.get("native_item_id")))
+        if isinstance(item_id, str):
+            if event_type == ITEM_STARTED:
+                state.open_items[item_id] = item
+            else:
+                state.open_items.pop(item_id, None)
+    elif event_type == ITEM_DELTA:
+        state.items = max(state.items, _n(_ITEM_N, data.get("item_id")))
+    elif event_type == TURN_STARTED:
+        state.turns = max(state.turns, _n(_TURN_N, data.get("turn_id")))
+        state.open_turn = data.get("turn_id") if isinstance(data.get("turn_id"), str) else None
+    elif event_type == TURN_ENDED:
+        state.open_turn = None
+    elif event_type == PERMISSION_REQUESTED:
+        state.permissions[str(data.get("permission_id"))] = data
+        state.permission_ids.add(str(data.get("permission_id")))
+    elif event_type == PERMISSION_RESOLVED:
+        state.permissions.pop(str(data.get("permission_id")), None)
+        state.permission_ids.add(str(data.get("permission_id")))
+    elif event_type == QUESTION_REQUESTED:
+        state.questions[str(data.get("question_id"))] = data
+        state.question_ids.add(str(data.get("question_id")))
+    elif event_type == QUESTION_RESOLVED:
+        state.questions.pop(str(data.get("question_id")), None)
+        state.question_ids.add(str(data.get("question_id")))
+    elif event_type == SESSION_ENDED:
+        state.ended = data
+
+
+async def read_log_end(store: EventStore, session_id: str, last_sequence: int) -> LogState:
+    """Read the log backwards, page by page, until the last turn's start (everything the old process
+    can have left open comes after it), the newest item id and the user message count are known."""
+    pages: list[list[tuple[str, dict[str, Any]]]] = []
+    top = last_sequence + 1
+    seen_turn = seen_item = seen_user = False
+    while top > 1 and not (seen_turn and seen_item and seen_user):
+        after = max(0, top - 1 - PAGE)
+        events = await store.read_async(session_id, after, None, top)
+        if not events:
+            break
+        page = []
+        for event in events:
+            try:
+                data = json.loads(event.json).get("data")
+            except (ValueError, AttributeError):
+                continue
+            if not isinstance(data, dict):
+                continue
+            page.append((event.type, data))
+            if event.type == TURN_STARTED:
+                seen_turn = True
+            elif event.type in (ITEM_STARTED, ITEM_COMPLETED):
+                seen_item = True
+                item = data.get("item")
+                if isinstance(item, dict) and item.get("role") == "user":
+                    seen_user = True
+        pages.append(page)
+        top = events[0].sequence
+    state = LogState()
+    for page in reversed(pages):
+        for event_type, data in page:
+            _apply(state, event_type, data)
+    return state
+
+
+# ---- at start-up ---------------------------------------------------------------------------------------
+async def settle(session: Session, store: EventStore, save: Save) -> None:
+    """Bring a restored live session to a state that says what happened (see the module doc)."""
+    state = recovery_of(session)
+    if state is None:
+        return
+    found = await read_log_end(store, session.id, session.log.last_sequence)
+    if found.ended is not None:
+        # Its end was logged but its record not updated before the stop: it stays ended.
+        session.extensions.pop(STATE, None)
+        session.ended = True
+        session.end_reason = found.ended.get("reason") if isinstance(found.ended.get("reason"), str) else "error"
+        return
+    seed_counters(session, found)
+    session.ended = False
+    session.end_reason = None
+    if not state.settled:
+        drafts = _close_what_was_open(found)
+        drafts.extend(
+            _status(session, "stopped", _stopped_text(state.cause), {"state": "suspended", "cause": state.cause})
+        )
+        session.record(drafts)
+        state.settled = True
+    save(session)
+
+
+def seed_counters(session: Session, found: LogState) -> None:
+    """Continue the turn, item and user message numbering of the old process: ids stay unique."""
+    translator = session.translator
+    translator.ids._n = max(translator.ids._n, found.items)
+    translator.prompts = max(translator.prompts, found.turns)
+    translator.user_messages = max(translator.user_messages, found.user_messages)
+    session._turns = max(session._turns, found.turns)
+    # Imported here: both modules import the session module, which imports this one.
+    from . import permissions, questions
+
+    permissions.book(session).used |= found.permission_ids | set(session.extensions.pop(USED_PERMISSIONS, ()))
+    questions.book(session).used |= found.question_ids | set(session.extensions.pop(USED_QUESTIONS, ()))
+
+
+def _close_what_was_open(found: LogState) -> list[EventDraft]:
+    out: list[EventDraft] = []
+    # The old agent's requests can no longer be answered: resolved as a cancel resolves them.
+    for data in found.permissions.values():
+        out.append(EventDraft(PERMISSION_RESOLVED, {**data, "status": "reject"}, synthetic=True))
+    for data in found.questions.values():
+        resolved = {**data, "response": None, "status": "rejected"}
+        out.append(EventDraft(QUESTION_RESOLVED, resolved, synthetic=True))
+    for item in found.open_items.values():
+        out.append(EventDraft(ITEM_COMPLETED, {"item": {**item, "status": "failed"}}, synthetic=True))
+    if found.open_turn is not None:
+        metadata = {"stopReason": "error", "meta": {META: {"state": "interrupted"}}}
+        data = {"phase": "ended", "turn_id": found.open_turn, "metadata": metadata}
+        out.append(EventDraft(TURN_ENDED, data, synthetic=True))
+    return out
+
+
+def _stopped_text(cause: str) -> str:
+    how = "was stopped" if cause == SHUTDOWN else "stopped unexpectedly"
+    return f"The bridge {how} while this session was open; the next message starts the agent again."
+
+
+def _status(session: Session, detail: str, text: str, meta: dict[str, Any], raw: Any = None) -> list[EventDraft]:
+    translator = session.translator
+    content = [
+        {"type": "status", "label": "restart", "detail": detail},
+        {"type": "text", "text": text},
+        {"type": "json", "json": {"_meta": {META: meta}}},
+    ]
+    item = make_item(
+        item_id=translator.ids.fresh(),
+        native_item_id=None,
+        kind="status",
+        role="assistant",
+        content=content,
+        status="in_progress",
+    )
+    out = translator.lifecycle.started(item, raw=raw, synthetic=True)
+    out.extend(translator.lifecycle.completed(dict(item, status="completed"), raw=raw, synthetic=True))
+    return out
+
+
+# ---- at the next message ------------------------------------------------------------------------------
+def needs_revive(session: Session) -> bool:
+    state = recovery_of(session)
+    return state is not None and state.suspended and not session.ended
+
+
+async def revive(session: Session, save: Save) -> None:
+    """Start the agent of a suspended session again (once, whoever asks first)."""
+    state = recovery_of(session)
+    if state is None or not state.suspended or session.ended:
+        return
+    if state.task is None:
+        state.task = asyncio.create_task(_revive(session, state, save), name=f"session-revive-{session.id}")
+    # Shielded: a client that goes away does not cut the start-up short for the others.
+    await asyncio.shield(state.task)
+
+
+async def _revive(session: Session, state: Recovery, save: Save) -> None:
+    try:
+        await session.spawn()
+        method, extra, raw = await asyncio.wait_for(_reconnect(session), session.settings.agent_start_timeout)
+    except BaseException as exc:
+        error = exc if isinstance(exc, BridgeError) else None
+        if error is None and session.process is not None:
+            error = await session._start_failure(exc)
+        if error is None:
+            error = StreamError(f"cannot start the agent again: {exc}")
+        if session.process is not None:
+            await session._stop_process()
+        _end_with(session, state, error, save)
+        raise error from (exc if error is not exc else None)
+    state.suspended = False
+    memory = "lost" if method == "session/new" else "kept"
+    state.outcome = {"method": method, "memory": memory, **extra}
+    session._watcher = asyncio.create_task(session._watch_process(), name=f"session-watch-{session.id}")
+    session.log.native_session_id = session.native_session_id
+    if method == "session/new":
+        text = (
+            "The agent could not resume or reload this session after the restart and started a new one "
+            "(session/new): the agent's memory of the conversation was lost."
+        )
+    elif method == "session/load":
+        text = "The agent reloaded this session after the restart (session/load): the conversation goes on."
+    else:
+        text = "The agent resumed this session after the restart (session/resume): the conversation goes on."
+    meta = {"state": "restarted", "cause": state.cause, **state.outcome}
+    session.record(_status(session, method, text, meta, raw))
+    save(session)
+
+
+def _end_with(session: Session, state: Recovery, error: BaseException, save: Save) -> None:
+    """The agent cannot be started again: the session ends here, once, saying why."""
+    state.suspended = False
+    session.extensions.pop(STATE, None)
+    session.ended = True
+    session.end_reason = "error"
+    detail = getattr(error, "detail", None) or str(error)
+    data = {"reason": "error", "terminated_by": "daemon", "message": f"cannot restart the agent: {detail}"}
+    session.record([EventDraft(SESSION_ENDED, data, synthetic=True)])
+    save(session)
+
+
+async def _reconnect(session: Session) -> tuple[str, dict[str, Any], list[Any]]:
+    """``initialize``, then resume, load or new. Returns the method that worked, what the status
+    item tells about it, and the ACP messages (its raw)."""
+    connection = session.connection
+    assert connection is not None
+    await connection.initialize(services.client_capabilities(session.spec.disabled_services))
+    caps = connection.agent_capabilities
+    config = session.config
+    base = session_new_params(
+        cwd=session.cwd,
+        session_id=session.id,
+        agent=config.agent,
+        agent_mode=config.agent_mode,
+        permission_mode=config.permission_mode,
+        model=config.model,
+        variant=config.variant,
+        agent_version=config.agent_version,
+        title=config.title,
+        skills=config.skills,
+        mcp=config.mcp,
+    )
+    previous = session.native_session_id
+    failed: list[dict[str, Any]] = []
+    extra: dict[str, Any] = {"previousNativeSessionId": previous}
+    session_caps = caps.get("sessionCapabilities")
+    attempts: list[str] = []
+    if previous:
+        if isinstance(session_caps, dict) and isinstance(session_caps.get("resume"), dict):
+            attempts.append("session/resume")
+        if caps.get("loadSession") is True:
+            attempts.append("session/load")
+    for method in attempts:
+        params = {"sessionId": previous, **base}
+        session.replaying = method == "session/load"
+        session.replayed = 0
+        try:
+            result = await connection.request(method, params)
+        except RequestError as exc:
+            session.replaying = False
+            failed.append({"method": method, "code": exc.code, "message": str(exc)})
+            continue
+        result = result if isinstance(result, dict) else {}
+        if method == "session/load":
+            extra["replayed"] = session.replayed
+        await _after_handshake(session, result)
+        raw = [_request(method, params), _response(result)]
+        return method, {**extra, "nativeSessionId": previous, "failed": failed}, raw
+    result = await connection.request("session/new", base)
+    if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
+        raise StreamError("agent answered session/new without a sessionId")
+    session.native_session_id = result["sessionId"]
+    session.new_session_result = result
+    await _after_handshake(session, result)
+    raw = [_request("session/new", base), _response(result)]
+    return "session/new", {**extra, "nativeSessionId": result["sessionId"], "failed": failed}, raw
+
+
+async def _after_handshake(session: Session, result: dict[str, Any]) -> None:
+    assert session.connection is not None
+    session.spec.learn(session.connection.initialize_result, result)
+    await session._apply_modes(result)
+
+
+def _request(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+def _response(result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "result": result}
