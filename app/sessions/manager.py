@@ -99,8 +99,10 @@ class SessionManager:
         session.created_at_ms = int(info["createdAt"])
         session.native_session_id = log_.native_session_id = info.get("nativeSessionId")
         session.extensions[PERSISTED] = True
-        if recovery.adopt(session, record):
+        state = recovery.adopt(record)
+        if state is not None:
             # Live when the server stopped: it goes on (settle_restored, then the next message).
+            session.extensions[recovery.STATE] = state
             session._started = True
             return session
         # A restored session is ended the way it ended then.

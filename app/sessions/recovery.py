@@ -70,6 +70,9 @@ class Recovery:
     suspended: bool = True  # no agent process yet
     outcome: dict[str, Any] | None = None
     task: asyncio.Task[None] | None = field(default=None, repr=False)
+    # Permission and question ids used before the stop (they stay unique in the session).
+    permission_ids: list[str] = field(default_factory=list)
+    question_ids: list[str] = field(default_factory=list)
 
     def info(self) -> dict[str, Any]:
         if self.suspended:
@@ -101,25 +104,24 @@ def record_fields(session: Session) -> dict[str, Any]:
     return fields
 
 
-USED_PERMISSIONS = "recovery.permission_ids"
-USED_QUESTIONS = "recovery.question_ids"
 
 
-def adopt(session: Session, record: dict[str, Any]) -> bool:
-    """Called for each restored record; True (and the session marked for recovery) when the session
-    was live when the server stopped. A session that ended stays ended."""
+def adopt(record: dict[str, Any]) -> Recovery | None:
+    """For a restored record: the recovery state of a session that was live when the server stopped;
+    None for one that ended (it stays ended)."""
     if record.get("endReason") is not None:
-        return False
-    previous = record.get("recovery") if isinstance(record.get("recovery"), dict) else {}
+        return None
+    kept = record.get("recovery")
+    previous: dict[str, Any] = kept if isinstance(kept, dict) else {}
     cause = SHUTDOWN if record.get("stopped") == SHUTDOWN else CRASH
-    if previous.get("suspended") and previous.get("settled"):
+    settled = bool(previous.get("suspended") and previous.get("settled"))
+    if settled:
         cause = previous.get("cause") or cause  # restarted again before any message: as it was
-    state = Recovery(cause=cause, settled=bool(previous.get("suspended") and previous.get("settled")))
-    session.extensions[STATE] = state
-    for key, kept in (("permissionIds", USED_PERMISSIONS), ("questionIds", USED_QUESTIONS)):
+    state = Recovery(cause=cause, settled=settled)
+    for key, ids in (("permissionIds", state.permission_ids), ("questionIds", state.question_ids)):
         if isinstance(record.get(key), list):
-            session.extensions[kept] = [str(value) for value in record[key]]
-    return True
+            ids.extend(str(value) for value in record[key])
+    return state
 
 
 # ---- reading the end of the log ---------------------------------------------------------------------
@@ -257,8 +259,9 @@ def seed_counters(session: Session, found: LogState) -> None:
     # Imported here: both modules import the session module, which imports this one.
     from . import permissions, questions
 
-    permissions.book(session).used |= found.permission_ids | set(session.extensions.pop(USED_PERMISSIONS, ()))
-    questions.book(session).used |= found.question_ids | set(session.extensions.pop(USED_QUESTIONS, ()))
+    state = recovery_of(session)
+    permissions.book(session).used |= found.permission_ids | set(state.permission_ids if state else ())
+    questions.book(session).used |= found.question_ids | set(state.question_ids if state else ())
 
 
 def _close_what_was_open(found: LogState) -> list[EventDraft]:
