@@ -17,7 +17,7 @@ from starlette.responses import PlainTextResponse
 
 from app.acp.orphans import ProcessRegistry
 from app.agents.registry import AgentRegistry, AgentsFileError
-from app.api import agents, errors, events, fs, health, permissions, questions, sessions
+from app.api import agents, errors, events, fs, health, permissions, questions, sessions, ui
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware, CORSMiddleware, EncodedPathMiddleware
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore
@@ -88,6 +88,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     for router in ROUTERS:
         app.include_router(router)
+    ui.install(app)
 
     @app.get("/", include_in_schema=False)
     async def server_info() -> PlainTextResponse:

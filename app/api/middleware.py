@@ -28,7 +28,11 @@ class CORSMiddleware:
         self.app = app
         self.origins = set(origins)
         self.methods = ",".join(m.upper() for m in methods).encode() if methods else b"*"
-        self.headers = ",".join(h.lower() for h in headers).encode() if headers else b"*"
+        # Any header by default; with allowed origins, `authorization` is named too, because a `*`
+        # does not cover it in most browsers (the inspector page sends the token from another origin).
+        self.headers = (
+            ",".join(h.lower() for h in headers).encode() if headers else b"*,authorization" if origins else b"*"
+        )
         self.credentials = credentials
 
     def _common(self, scope: Scope) -> list[tuple[bytes, bytes]]:
