@@ -1,7 +1,7 @@
 """The one exception hierarchy of the bridge.
 
 Each error knows its legacy ErrorType, title, HTTP status, display string and extension members;
-``app.api.errors`` turns any of them into the legacy ProblemDetails body.
+``app.api.problems`` turns any of them into the legacy ProblemDetails body.
 """
 
 from __future__ import annotations

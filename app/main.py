@@ -17,10 +17,11 @@ from starlette.responses import PlainTextResponse
 
 from app.acp.orphans import ProcessRegistry
 from app.agents.registry import AgentRegistry, AgentsFileError
-from app.api import agents, errors, events, fs, health, permissions, questions, sessions, ui
+from app.api import agents, events, fs, health, permissions, problems, questions, sessions, ui
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware, CORSMiddleware, EncodedPathMiddleware
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore
+from app.sessions.client_services import ClientServices
 from app.sessions.manager import SessionManager
 from app.settings import Settings
 
@@ -42,14 +43,16 @@ def open_store(settings: Settings) -> EventStore:
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
+    """The composition root: every service of the server is built here, once, and handed on."""
     settings = settings or Settings()
     data_dir = settings.resolved_data_dir()
     registry = AgentRegistry(
         settings.agents_file, install_dir=data_dir / "bin", install_timeout=settings.install_timeout
     )
     store = open_store(settings)
-    processes = ProcessRegistry(data_dir / "processes")
-    manager = SessionManager(settings, registry, store, processes)
+    services = ClientServices()  # what the bridge answers when an agent asks (permissions, files, terminals...)
+    processes = ProcessRegistry(data_dir / "processes")  # agent and terminal process groups, for cleanup
+    manager = SessionManager(settings, registry, store, services, processes)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -85,20 +88,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.registry = registry
     app.state.manager = manager
     app.state.store = store
-    errors.install(app)
+    problems.install(app)
     for router in ROUTERS:
         app.include_router(router)
     ui.install(app)
 
     @app.get("/", include_in_schema=False)
     async def server_info() -> PlainTextResponse:
-        return PlainTextResponse(errors.SERVER_INFO)
+        return PlainTextResponse(problems.SERVER_INFO)
 
     # add_middleware wraps: the last added runs first. Order seen by a request:
     # CORS (answers every OPTIONS) -> auth -> body limit -> encoded-path routing -> app.
     app.add_middleware(EncodedPathMiddleware)
-    app.add_middleware(BodyLimitMiddleware, limit=settings.body_limit, on_error=errors.problem_response)
-    app.add_middleware(AuthMiddleware, token=settings.token, on_error=errors.problem_response)
+    app.add_middleware(BodyLimitMiddleware, limit=settings.body_limit, on_error=problems.problem_response)
+    app.add_middleware(AuthMiddleware, token=settings.token, on_error=problems.problem_response)
     app.add_middleware(
         CORSMiddleware,
         origins=settings.cors_allow_origin,

@@ -22,7 +22,7 @@ from app.api.events import frames
 from app.events.log import SessionEventLog
 from app.events.sqlite import SqliteEventStore
 from app.events.store import EventStore, MemoryEventStore
-from app.translate.session import SessionTranslator
+from app.translate.session_translator import SessionTranslator
 
 
 def burst_lines(count: int) -> bytes:

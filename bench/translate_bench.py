@@ -19,7 +19,7 @@ from acp.schema import SessionNotification
 
 from app.events.log import SessionEventLog
 from app.events.store import MemoryEventStore
-from app.translate.session import SessionTranslator
+from app.translate.session_translator import SessionTranslator
 
 
 def chunk(i: int) -> dict[str, object]:

@@ -5,14 +5,17 @@ Every wait is bounded; waits are for events, never sleeps to let things settle.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +66,49 @@ class Bridge:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+
+
+class _LoopTransport(httpx.BaseTransport):
+    """A sync transport into ``httpx.ASGITransport``, whose app runs on an event loop in a thread."""
+
+    def __init__(self, app: Any, loop: asyncio.AbstractEventLoop) -> None:
+        # A server answers an unexpected error with a 500; it does not raise it into the client.
+        self._asgi = httpx.ASGITransport(app, raise_app_exceptions=False)
+        self._loop = loop
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        async def send() -> httpx.Response:
+            response = await self._asgi.handle_async_request(request)
+            content = await response.aread()
+            return httpx.Response(response.status_code, headers=response.headers, content=content, request=request)
+
+        return asyncio.run_coroutine_threadsafe(send(), self._loop).result(60)
+
+
+@contextmanager
+def in_process_bridge(tmp: Path, token: str | None = None, **settings: Any) -> Iterator[httpx.Client]:
+    """The app of ``create_app`` served in this process, its lifespan run, for plain
+    request/response contract checks; streaming, signals and restarts need ``start_bridge``."""
+    from app.main import create_app
+    from app.settings import Settings
+
+    app = create_app(Settings(data_dir=tmp / "data", token=token, **settings))
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="in-process-bridge", daemon=True)
+    thread.start()
+    lifespan = app.router.lifespan_context(app)
+    asyncio.run_coroutine_threadsafe(lifespan.__aenter__(), loop).result(30)
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    try:
+        with httpx.Client(
+            transport=_LoopTransport(app, loop), base_url="http://127.0.0.1", headers=headers, timeout=20.0
+        ) as client:
+            yield client
+    finally:
+        asyncio.run_coroutine_threadsafe(lifespan.__aexit__(None, None, None), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
 
 
 def start_bridge(

@@ -14,10 +14,11 @@ import json
 import logging
 from collections import deque
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from .process import AgentProcess
 from .sdk import PROTOCOL_VERSION, SDK_DIR, Connection, MessageSender, NdjsonTransport, RequestError, TaskSupervisor
+from .shapes import InitializeResult
 from .transcript import AGENT_TO_CLIENT, CLIENT_TO_AGENT, TranscriptWriter
 
 
@@ -56,10 +57,12 @@ class WireMessage(dict[str, Any]):
     """
 
     __slots__ = ("json_text",)
+    json_text: str
 
 
-_scan_once = json.JSONDecoder().scan_once
-_WHITESPACE = json.decoder.WHITESPACE
+# The C scanner and the whitespace pattern json.loads itself uses (not in the typeshed stubs).
+_scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_WHITESPACE = json.decoder.WHITESPACE  # type: ignore[attr-defined]
 
 
 def parse_json(text: str) -> Any:
@@ -182,7 +185,7 @@ class AgentConnection:
         self.agent_capabilities: dict[str, Any] = {}
         self.agent_info: dict[str, Any] = {}
         self.protocol_version: Any = None
-        self.initialize_result: dict[str, Any] = {}
+        self.initialize_result: InitializeResult = {}
 
     # ---- client -> agent -----------------------------------------------------------------
     async def initialize(self, client_capabilities: dict[str, Any]) -> dict[str, Any]:
@@ -195,7 +198,7 @@ class AgentConnection:
             },
         )
         result = result if isinstance(result, dict) else {}
-        self.initialize_result = result
+        self.initialize_result = cast(InitializeResult, result)
         self.protocol_version = result.get("protocolVersion")
         caps = result.get("agentCapabilities")
         self.agent_capabilities = caps if isinstance(caps, dict) else {}

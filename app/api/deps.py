@@ -10,12 +10,15 @@ from app.settings import Settings
 
 
 def manager(request: Request) -> SessionManager:
-    return request.app.state.manager  # type: ignore[no-any-return]
+    manager: SessionManager = request.app.state.manager
+    return manager
 
 
 def registry(request: Request) -> AgentRegistry:
-    return request.app.state.registry  # type: ignore[no-any-return]
+    registry: AgentRegistry = request.app.state.registry
+    return registry
 
 
 def settings(request: Request) -> Settings:
-    return request.app.state.settings  # type: ignore[no-any-return]
+    settings: Settings = request.app.state.settings
+    return settings

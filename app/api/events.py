@@ -16,8 +16,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from app.events.log import SessionEventLog, StoredEvent
+from app.events.model import SESSION_ENDED, TERMINAL_TYPES, TURN_STARTED
 from app.legacy.models import EventsResponse
-from app.translate.drafts import SESSION_ENDED, TERMINAL_TYPES, TURN_STARTED
 
 from . import deps
 from .parsing import Query, path_param

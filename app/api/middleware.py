@@ -8,7 +8,7 @@ import binascii
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from app.errors import RequestFormatError, TokenInvalid
+from app.errors import BridgeError, RequestFormatError, TokenInvalid
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -100,7 +100,7 @@ def token_from_authorization(value: str | None) -> str | None:
 
 
 class AuthMiddleware:
-    def __init__(self, app: ASGIApp, *, token: str | None, on_error: Callable[[Exception], Any]) -> None:
+    def __init__(self, app: ASGIApp, *, token: str | None, on_error: Callable[[BridgeError], Any]) -> None:
         self.app = app
         self.token = token
         self.on_error = on_error
@@ -139,7 +139,7 @@ class EncodedPathMiddleware:
 class BodyLimitMiddleware:
     """413 for bodies over the limit: at once from Content-Length, or as soon as the stream passes it."""
 
-    def __init__(self, app: ASGIApp, *, limit: int, on_error: Callable[[Exception], Any]) -> None:
+    def __init__(self, app: ASGIApp, *, limit: int, on_error: Callable[[BridgeError], Any]) -> None:
         self.app = app
         self.limit = limit
         self.on_error = on_error

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from app.legacy.models import PermissionReplyRequest
-from app.sessions import permissions
+from app.sessions import permission_requests
 
 from . import deps
 from .parsing import json_body, path_param
@@ -19,5 +19,5 @@ router = APIRouter()
 async def reply_permission(session_id: str, permission_id: str, request: Request) -> Response:
     body = await json_body(request, PermissionReplyRequest)
     session = deps.manager(request).get(path_param(session_id))
-    permissions.reply(session, path_param(permission_id), body.reply)
+    permission_requests.reply(session, path_param(permission_id), body.reply)
     return Response(status_code=204)

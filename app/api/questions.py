@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from app.legacy.models import QuestionReplyRequest
-from app.sessions import questions
+from app.sessions import question_requests
 
 from . import deps
 from .parsing import json_body, path_param
@@ -17,7 +17,7 @@ router = APIRouter()
 async def reply_question(session_id: str, question_id: str, request: Request) -> Response:
     body = await json_body(request, QuestionReplyRequest)
     session = deps.manager(request).get(path_param(session_id))
-    questions.reply(session, path_param(question_id), body.answers)
+    question_requests.reply(session, path_param(question_id), body.answers)
     return Response(status_code=204)
 
 
@@ -26,5 +26,5 @@ async def reply_question(session_id: str, question_id: str, request: Request) ->
 )
 async def reject_question(session_id: str, question_id: str, request: Request) -> Response:
     session = deps.manager(request).get(path_param(session_id))  # no body; any body is ignored
-    questions.reject(session, path_param(question_id))
+    question_requests.reject(session, path_param(question_id))
     return Response(status_code=204)

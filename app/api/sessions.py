@@ -9,7 +9,6 @@ from app.legacy.models import (
     MessageRequest,
     SessionListResponse,
 )
-from app.translate.prompt import Attachment, resolve_attachment_path
 
 from . import deps
 from .parsing import json_body, path_param
@@ -38,9 +37,7 @@ async def accept_message(request: Request, session_id: str) -> str:
     manager = deps.manager(request)
     session = manager.get(session_id)
     await manager.ready(session)  # a session suspended by a restart starts its agent again
-    attachments = [
-        Attachment(resolve_attachment_path(a.path, session.fs_root), a.mime, a.filename) for a in body.attachments or []
-    ]
+    attachments = [session.attachment(a.path, a.mime, a.filename) for a in body.attachments or []]
     return session.send_message(body.message, attachments)
 
 

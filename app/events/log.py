@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator, Callable
 from operator import attrgetter
 from typing import Any
 
-from app.translate.drafts import EventDraft, raw_json_text
-from app.translate.envelope import dumps, envelope_json, now_ns, with_raw
+from app.events.envelope import dumps, envelope_json, now_ns, with_raw
+from app.events.model import EventDraft, raw_json_text
 
 from .store import EventStore
 
@@ -63,7 +63,7 @@ class StoredEvent:
             # Two threads may get here at once: both compute the same string.
             value = self._raw_json = None if raw is None else raw_to_json(raw)
             self._raw = None
-        return value  # type: ignore[no-any-return]
+        return value
 
     def render(self, include_raw: bool) -> str:
         return with_raw(self.json, self.raw_json) if include_raw else self.json

@@ -86,7 +86,7 @@ class SqliteEventStore:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.path = directory / self.FILENAME
-        self._queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[Any, ...] | StoredEvent] = queue.SimpleQueue()
         self._keys: dict[str, int] = {}
         self._next_key = 1
         self._flushed: dict[str, int] = {}  # written by the writer thread only

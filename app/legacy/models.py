@@ -89,7 +89,7 @@ class CreateSessionRequest(_Model):
 
     def as_request(self) -> dict[str, Any]:
         """Plain values for the session layer; mcp/skills in their canonical echo form."""
-        data = {
+        data: dict[str, Any] = {
             "agent": self.agent,
             "agentMode": self.agentMode,
             "permissionMode": self.permissionMode,

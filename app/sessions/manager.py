@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 from typing import Any
@@ -23,9 +22,11 @@ from app.events.log import SessionEventLog
 from app.events.store import EventStore
 from app.settings import Settings
 
-from . import recovery, services
-from .session import END_HOOKS, Session, SessionConfig
-from .skills import skills_hook
+from . import recovery
+from .client_services import ClientServices
+from .config import SessionConfig
+from .session import EndReason, Session
+from .skills import link_requested_skills
 
 log = logging.getLogger("acp_rest_bridge.sessions")
 
@@ -38,15 +39,16 @@ class SessionManager:
         settings: Settings,
         registry: AgentRegistry,
         store: EventStore,
+        services: ClientServices,
         processes: ProcessRegistry | None = None,
     ) -> None:
         self.settings = settings
         self.registry = registry
         self.store = store
+        self.services = services
         self.processes = processes
         self._sessions: dict[str, Session] = {}
         self._creating: set[str] = set()
-        services.load_builtin_services()
 
     def get(self, session_id: str) -> Session:
         session = self._sessions.get(session_id)
@@ -60,9 +62,6 @@ class SessionManager:
     def list(self) -> list[Session]:
         """Newest first."""
         return sorted(self._sessions.values(), key=lambda s: s.created_at_ms, reverse=True)
-
-    def add_restored(self, session: Session) -> None:
-        self._sessions[session.id] = session
 
     def restore(self) -> None:
         """Sessions of an earlier run on this data dir: listed, readable, ended (no agent process)."""
@@ -85,48 +84,40 @@ class SessionManager:
         except UnsupportedAgent:  # an agents-file entry removed since: still listed, never run
             spec = AgentSpec(config.agent, None)
         session_id = info["sessionId"]
-        log_ = SessionEventLog(session_id, self.store, tail_size=self.settings.event_tail)
-        session = Session(
+        exit_info = record.get("exit")
+        end_reason: EndReason = "error" if record.get("endReason") == "error" else "terminated"
+        return Session.restored(
             session_id,
             spec,
             config,
-            log_,
+            SessionEventLog(session_id, self.store, tail_size=self.settings.event_tail),
             cwd=record["cwd"],
             fs_root=record["fs_root"],
             settings=self.settings,
+            services=self.services,
+            created_at_ms=int(info["createdAt"]),
+            native_session_id=info.get("nativeSessionId"),
+            end_reason=end_reason,
+            exit_info=ExitInfo(exit_info.get("code"), exit_info.get("signal")) if isinstance(exit_info, dict) else None,
             processes=self.processes,
+            # One still live when the server stopped goes on (``recovery``).
+            recovery=recovery.adopt(record),
         )
-        session.created_at_ms = int(info["createdAt"])
-        session.native_session_id = log_.native_session_id = info.get("nativeSessionId")
-        session.extensions[PERSISTED] = True
-        state = recovery.adopt(record)
-        if state is not None:
-            # Live when the server stopped: it goes on (settle_restored, then the next message).
-            session.extensions[recovery.STATE] = state
-            session._started = True
-            return session
-        # A restored session is ended the way it ended then.
-        session.ended = True
-        session.end_reason = record.get("endReason") or "terminated"
-        exit_info = record.get("exit")
-        if isinstance(exit_info, dict):
-            session.exit_info = ExitInfo(exit_info.get("code"), exit_info.get("signal"))
-        return session
 
     async def settle_restored(self) -> None:
-        """Restored sessions that were live when the server stopped: closed in their logs what the
-        old agent left open, ready to go on (``recovery``)."""
+        """Restored sessions that were live when the server stopped: what the old agent left open
+        is closed in their logs, and they wait for their next message (``recovery``)."""
         for session in list(self._sessions.values()):
-            if recovery.recovery_of(session) is not None:
+            if session.recovery is not None:
                 try:
-                    await recovery.settle(session, self.store, save_record)
+                    await recovery.settle(session, self.store)
                 except Exception:
                     log.exception("session %s: cannot read the end of its log; it stays as it was", session.id)
 
     async def ready(self, session: Session) -> None:
         """Before a message: a session suspended by a restart gets its agent back (or ends)."""
-        if recovery.needs_revive(session):
-            await recovery.revive(session, save_record)
+        if session.recovery is not None:
+            await recovery.revive(session)
 
     def normalise(self, spec: AgentSpec, request: dict[str, Any]) -> SessionConfig:
         """Model default and agentMode/permissionMode rules of behavior §4.2."""
@@ -169,8 +160,7 @@ class SessionManager:
                     raise AgentNotInstalled(spec.id)
                 version = request.get("agentVersion")
                 await self.registry.install(spec, version if isinstance(version, str) else None)
-            for hook in CREATE_HOOKS:
-                await hook(self, spec, request)
+            await link_requested_skills(request, self.settings.resolved_data_dir() / "skills")
             config = self.normalise(spec, request)
             fs_root = os.getcwd()
             cwd = fs_root
@@ -187,12 +177,13 @@ class SessionManager:
                 cwd=cwd,
                 fs_root=fs_root,
                 settings=self.settings,
+                services=self.services,
                 processes=self.processes,
             )
             await session.start()
             self._sessions[session_id] = session
-            session.extensions[PERSISTED] = True
-            save_record(session)
+            session.persisted = True
+            session.save()
             return session
         finally:
             self._creating.discard(session_id)
@@ -200,35 +191,3 @@ class SessionManager:
     async def shutdown(self) -> None:
         sessions = [s for s in self._sessions.values() if s.process is not None]
         await asyncio.gather(*(s.shutdown() for s in sessions), return_exceptions=True)
-
-
-PERSISTED = "store.persisted"
-
-
-def session_record(session: Session) -> dict[str, Any]:
-    """What a restarted server needs to list the session again (the events are in the log)."""
-    exit_info = session.exit_info
-    return {
-        "info": session.info(),
-        "config": dataclasses.asdict(session.config),
-        "cwd": session.cwd,
-        "fs_root": session.fs_root,
-        "endReason": session.end_reason,
-        "exit": None if exit_info is None else {"code": exit_info.code, "signal": exit_info.signal},
-        **recovery.record_fields(session),
-    }
-
-
-def save_record(session: Session) -> None:
-    if session.extensions.get(PERSISTED):
-        session.log.save_record(session_record(session))
-
-
-async def _save_on_end(session: Session) -> None:
-    save_record(session)  # how it ended (terminate, agent exit, server stop), its final title and model
-
-
-END_HOOKS.append(_save_on_end)
-
-# Async checks run at create before normalisation (legacy step 4: skills), in registration order.
-CREATE_HOOKS: list[Any] = [skills_hook]

@@ -22,13 +22,13 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from app.acp.sdk import RequestError
+from app.acp.shapes import NewSessionResult
 from app.errors import BridgeError, StreamError
-from app.translate.drafts import (
+from app.events.model import (
     ITEM_COMPLETED,
     ITEM_DELTA,
     ITEM_STARTED,
@@ -44,17 +44,16 @@ from app.translate.drafts import (
 from app.translate.items import make_item
 from app.translate.outgoing import session_new_params
 
-from . import services
-from .session import RESUME_META as META
-from .session import RESUME_STATE as STATE
-from .session import STOPPED_BY, Session
+from .agent_link import NewSession
 
 if TYPE_CHECKING:
     from app.events.store import EventStore
 
+    from .session import Session
+
 log = logging.getLogger("acp_rest_bridge.recovery")
 
-Save = Callable[["Session"], None]  # keeps the session's record (SessionInfo, config, recovery state)
+META = "sandbox-agent/resume"
 
 CRASH = "crash"
 SHUTDOWN = "shutdown"
@@ -80,30 +79,22 @@ class Recovery:
         return {"state": "restarted", "cause": self.cause, **(self.outcome or {})}
 
 
-def recovery_of(session: Session) -> Recovery | None:
-    state = session.extensions.get(STATE)
-    return state if isinstance(state, Recovery) else None
-
-
 # ---- what the session record keeps ------------------------------------------------------------------
 def record_fields(session: Session) -> dict[str, Any]:
     """Added to the session record: how a live session was stopped, and where recovery stands."""
-    state = recovery_of(session)
     fields: dict[str, Any] = {}
+    state = session.recovery
     if state is not None:
         fields["recovery"] = {"cause": state.cause, "settled": state.settled, "suspended": state.suspended}
-    if session.extensions.get(STOPPED_BY) and session.end_reason is None:
-        fields["stopped"] = session.extensions[STOPPED_BY]
     if session.end_reason is None:
-        # Permission and question ids used so far: those after a restart must differ.
-        for key, state_key in (("permissionIds", "permissions"), ("questionIds", "questions")):
-            book = session.extensions.get(state_key)
-            used = getattr(book, "used", None)
-            if used:
-                fields[key] = sorted(used)
+        if session.stopped_by_shutdown:
+            fields["stopped"] = SHUTDOWN
+        # Permission and question ids used so far: those asked after a restart must differ.
+        if session.permissions.used:
+            fields["permissionIds"] = sorted(session.permissions.used)
+        if session.questions.used:
+            fields["questionIds"] = sorted(session.questions.used)
     return fields
-
-
 
 
 def adopt(record: dict[str, Any]) -> Recovery | None:
@@ -154,7 +145,8 @@ def _n(pattern: re.Pattern[str], value: Any) -> int:
 def _apply(state: LogState, event_type: str, data: dict[str, Any]) -> None:
     """One event, oldest first."""
     if event_type in (ITEM_STARTED, ITEM_COMPLETED):
-        item = data.get("item") if isinstance(data.get("item"), dict) else {}
+        found = data.get("item")
+        item: dict[str, Any] = found if isinstance(found, dict) else {}
         item_id = item.get("item_id")
         state.items = max(state.items, _n(_ITEM_N, item_id), _n(_ITEM_N, item.get("parent_id")))
         if item.get("role") == "user":
@@ -224,21 +216,18 @@ async def read_log_end(store: EventStore, session_id: str, last_sequence: int) -
 
 
 # ---- at start-up ---------------------------------------------------------------------------------------
-async def settle(session: Session, store: EventStore, save: Save) -> None:
+async def settle(session: Session, store: EventStore) -> None:
     """Bring a restored live session to a state that says what happened (see the module doc)."""
-    state = recovery_of(session)
+    state = session.recovery
     if state is None:
         return
     found = await read_log_end(store, session.id, session.log.last_sequence)
     if found.ended is not None:
-        # Its end was logged but its record not updated before the stop: it stays ended.
-        session.extensions.pop(STATE, None)
-        session.ended = True
-        session.end_reason = found.ended.get("reason") if isinstance(found.ended.get("reason"), str) else "error"
+        # Its end was logged but its record not updated before the stop: it ended, it stays ended.
+        session.recovery = None
+        session.restored_as_ended("terminated" if found.ended.get("reason") == "terminated" else "error")
         return
     seed_counters(session, found)
-    session.ended = False
-    session.end_reason = None
     if not state.settled:
         drafts = _close_what_was_open(found)
         drafts.extend(
@@ -246,22 +235,20 @@ async def settle(session: Session, store: EventStore, save: Save) -> None:
         )
         session.record(drafts)
         state.settled = True
-    save(session)
+    session.save()
 
 
 def seed_counters(session: Session, found: LogState) -> None:
-    """Continue the turn, item and user message numbering of the old process: ids stay unique."""
+    """Continue the turn, item, user message and request numbering of the old process: ids stay
+    unique in the session."""
     translator = session.translator
-    translator.ids._n = max(translator.ids._n, found.items)
+    translator.ids.continue_numbering(found.items)
     translator.prompts = max(translator.prompts, found.turns)
     translator.user_messages = max(translator.user_messages, found.user_messages)
-    session._turns = max(session._turns, found.turns)
-    # Imported here: both modules import the session module, which imports this one.
-    from . import permissions, questions
-
-    state = recovery_of(session)
-    permissions.book(session).used |= found.permission_ids | set(state.permission_ids if state else ())
-    questions.book(session).used |= found.question_ids | set(state.question_ids if state else ())
+    session.turns.continue_numbering(found.turns)
+    state = session.recovery
+    session.permissions.used |= found.permission_ids | set(state.permission_ids if state else ())
+    session.questions.used |= found.question_ids | set(state.question_ids if state else ())
 
 
 def _close_what_was_open(found: LogState) -> list[EventDraft]:
@@ -288,7 +275,7 @@ def _stopped_text(cause: str) -> str:
 
 def _status(session: Session, detail: str, text: str, meta: dict[str, Any], raw: Any = None) -> list[EventDraft]:
     translator = session.translator
-    content = [
+    content: list[dict[str, Any]] = [
         {"type": "status", "label": "restart", "detail": detail},
         {"type": "text", "text": text},
         {"type": "json", "json": {"_meta": {META: meta}}},
@@ -307,41 +294,39 @@ def _status(session: Session, detail: str, text: str, meta: dict[str, Any], raw:
 
 
 # ---- at the next message ------------------------------------------------------------------------------
-def needs_revive(session: Session) -> bool:
-    state = recovery_of(session)
-    return state is not None and state.suspended and not session.ended
-
-
-async def revive(session: Session, save: Save) -> None:
+async def revive(session: Session) -> None:
     """Start the agent of a suspended session again (once, whoever asks first)."""
-    state = recovery_of(session)
-    if state is None or not state.suspended or session.ended:
+    state = session.recovery
+    if state is None or not session.suspended:
         return
     if state.task is None:
-        state.task = asyncio.create_task(_revive(session, state, save), name=f"session-revive-{session.id}")
+        state.task = asyncio.create_task(_revive(session, state), name=f"session-revive-{session.id}")
     # Shielded: a client that goes away does not cut the start-up short for the others.
     await asyncio.shield(state.task)
 
 
-async def _revive(session: Session, state: Recovery, save: Save) -> None:
+async def _revive(session: Session, state: Recovery) -> None:
+    link = session.agent
     try:
-        await session.spawn()
+        await link.spawn(session, session.cwd)
         method, extra, raw = await asyncio.wait_for(_reconnect(session), session.settings.agent_start_timeout)
     except BaseException as exc:
-        error = exc if isinstance(exc, BridgeError) else None
-        if error is None and session.process is not None:
-            error = await session._start_failure(exc)
+        error: BaseException | None = exc if isinstance(exc, BridgeError) else None
+        if error is None and link.process is not None:
+            error = await link.start_failure(exc)
         if error is None:
             error = StreamError(f"cannot start the agent again: {exc}")
-        if session.process is not None:
-            await session._stop_process()
-        _end_with(session, state, error, save)
+        session.replaying = False
+        await session.terminals.close_all()  # any the agent opened meanwhile
+        await link.stop()
+        state.suspended = False
+        session.recovery = None
+        detail = getattr(error, "detail", None) or str(error)
+        session.end_suspended(f"cannot restart the agent: {detail}")
         raise error from (exc if error is not exc else None)
     state.suspended = False
-    memory = "lost" if method == "session/new" else "kept"
-    state.outcome = {"method": method, "memory": memory, **extra}
-    session._watcher = asyncio.create_task(session._watch_process(), name=f"session-watch-{session.id}")
-    session.log.native_session_id = session.native_session_id
+    state.outcome = {"method": method, "memory": "lost" if method == "session/new" else "kept", **extra}
+    session.agent_restarted()
     if method == "session/new":
         text = (
             "The agent could not resume or reload this session after the restart and started a new one "
@@ -353,28 +338,17 @@ async def _revive(session: Session, state: Recovery, save: Save) -> None:
         text = "The agent resumed this session after the restart (session/resume): the conversation goes on."
     meta = {"state": "restarted", "cause": state.cause, **state.outcome}
     session.record(_status(session, method, text, meta, raw))
-    save(session)
-
-
-def _end_with(session: Session, state: Recovery, error: BaseException, save: Save) -> None:
-    """The agent cannot be started again: the session ends here, once, saying why."""
-    state.suspended = False
-    session.extensions.pop(STATE, None)
-    session.ended = True
-    session.end_reason = "error"
-    detail = getattr(error, "detail", None) or str(error)
-    data = {"reason": "error", "terminated_by": "daemon", "message": f"cannot restart the agent: {detail}"}
-    session.record([EventDraft(SESSION_ENDED, data, synthetic=True)])
-    save(session)
+    session.save()
 
 
 async def _reconnect(session: Session) -> tuple[str, dict[str, Any], list[Any]]:
     """``initialize``, then resume, load or new. Returns the method that worked, what the status
     item tells about it, and the ACP messages (its raw)."""
-    connection = session.connection
+    link = session.agent
+    connection = link.connection
     assert connection is not None
-    await connection.initialize(services.client_capabilities(session.spec.disabled_services))
-    caps = connection.agent_capabilities
+    await connection.initialize(session.services.client_capabilities(session.spec.disabled_services))
+    caps: dict[str, Any] = dict(connection.agent_capabilities)
     config = session.config
     base = session_new_params(
         cwd=session.cwd,
@@ -401,6 +375,7 @@ async def _reconnect(session: Session) -> tuple[str, dict[str, Any], list[Any]]:
             attempts.append("session/load")
     for method in attempts:
         params = {"sessionId": previous, **base}
+        # A load replays the history before it answers: not logged again (Session.on_incoming).
         session.replaying = method == "session/load"
         session.replayed = 0
         try:
@@ -409,26 +384,27 @@ async def _reconnect(session: Session) -> tuple[str, dict[str, Any], list[Any]]:
             session.replaying = False
             failed.append({"method": method, "code": exc.code, "message": str(exc)})
             continue
-        result = result if isinstance(result, dict) else {}
+        answer = result if isinstance(result, dict) else {}
         if method == "session/load":
             extra["replayed"] = session.replayed
-        await _after_handshake(session, result)
+        await _after_handshake(session, str(previous), answer)
         raw = [_request(method, params), _response(result)]
         return method, {**extra, "nativeSessionId": previous, "failed": failed}, raw
     result = await connection.request("session/new", base)
     if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
         raise StreamError("agent answered session/new without a sessionId")
     session.native_session_id = result["sessionId"]
-    session.new_session_result = result
-    await _after_handshake(session, result)
+    await _after_handshake(session, result["sessionId"], result)
     raw = [_request("session/new", base), _response(result)]
     return "session/new", {**extra, "nativeSessionId": result["sessionId"], "failed": failed}, raw
 
 
-async def _after_handshake(session: Session, result: dict[str, Any]) -> None:
-    assert session.connection is not None
-    session.spec.learn(session.connection.initialize_result, result)
-    await session._apply_modes(result)
+async def _after_handshake(session: Session, native_session_id: str, result: dict[str, Any]) -> None:
+    link = session.agent
+    assert link.connection is not None
+    session.spec.learn(dict(link.connection.initialize_result), result)
+    new = NewSession(native_session_id, cast(NewSessionResult, result))
+    await link.apply_modes(new, session.config, session.translator.state)
 
 
 def _request(method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -1,74 +1,55 @@
-"""One legacy session: an ACP agent process, its connection, its translator and its event log."""
+"""One legacy session: what it is made of (the constructor), how it starts, takes messages, and ends.
+
+Every part has one job: ``agent`` (``AgentLink``) is the process and its ACP connection; ``turns``
+(``TurnQueue``) the prompts, one at a time; ``translator`` turns ACP traffic into legacy events,
+which ``record`` appends to ``log``; ``permissions``, ``questions`` and ``terminals`` hold what the
+agent asked of the bridge, answered through the shared ``services`` (``ClientServices``).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
+import dataclasses
+import enum
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from app.acp.connection import AgentConnection
 from app.acp.orphans import ProcessRegistry
 from app.acp.process import AgentProcess, ExitInfo
 from app.acp.sdk import RequestError
 from app.agents.registry import AgentSpec
-from app.errors import AgentNotInstalled, AgentProcessExited, InvalidRequest, StreamError, Timeout
+from app.errors import AgentProcessExited, InvalidRequest
 from app.events.log import SessionEventLog
-from app.translate.drafts import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft
+from app.events.model import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft
+from app.settings import Settings
 from app.translate.extensions import rpc_error_data
-from app.translate.outgoing import mcp_servers as mcp_servers  # moved to translate/; kept importable here
-from app.translate.outgoing import prompt_params, session_new_params
-from app.translate.prompt import Attachment, prompt_blocks, user_item_parts
-from app.translate.session import MOCK_USER_ITEM, SessionTranslator, UserItemStyle
+from app.translate.outgoing import prompt_params
+from app.translate.prompt import Attachment, prompt_blocks, resolve_attachment_path, user_item_parts
+from app.translate.session_translator import MOCK_USER_ITEM, SessionTranslator, UserItemStyle
 
-from . import services
+from .agent_link import AgentLink
+from .client_services import ClientServices
+from .config import SessionConfig
+from .permission_requests import Permissions
+from .question_requests import Questions
+from .recovery import Recovery, record_fields
+from .request_book import HumanRequest
+from .terminals import SessionTerminals
+from .turns import Turn, TurnQueue
 
-META = "sandbox-agent/"
-# Set by ``recovery`` (which imports this module): a session suspended or continued after a restart.
-RESUME_STATE = "recovery"
+EndReason = Literal["terminated", "error"]
 RESUME_META = "sandbox-agent/resume"
-STOPPED_BY = "recovery.stopped"
 
 
-@dataclass(slots=True)
-class SessionConfig:
-    """What the create request asked for, normalised."""
-
-    agent: str
-    agent_mode: str
-    permission_mode: str
-    model: str | None
-    variant: str | None
-    agent_version: str | None = None
-    directory: str | None = None
-    title: str | None = None
-    mcp: dict[str, Any] | None = None
-    skills: dict[str, Any] | None = None
-
-
-@dataclass(slots=True)
-class Turn:
-    number: int
-    turn_id: str
-    message: str
-    blocks: list[dict[str, Any]]
-    user_parts: list[dict[str, Any]]
-    params: dict[str, Any] = field(default_factory=dict)  # the session/prompt params
-
-
-@dataclass(slots=True)
-class PendingRequest:
-    """An agent->client request waiting for the bridge or a user to answer."""
-
-    request_id: Any
-    method: str
-    future: asyncio.Future[Any]
-    cancel_result: Any  # what the agent gets if the request is cancelled
-    data: dict[str, Any] = field(default_factory=dict)
+class Phase(enum.Enum):
+    STARTING = "starting"  # spawning the agent, handshake
+    RUNNING = "running"  # takes messages
+    ENDING = "ending"  # refuses messages; pending requests answered, agent being stopped
+    ENDED = "ended"  # agent stopped (or restored from an earlier run)
+    # Restored from a run that stopped while it was live: no agent until the next message
+    # starts it again (``recovery``).
+    SUSPENDED = "suspended"
 
 
 class Session:
@@ -81,7 +62,8 @@ class Session:
         *,
         cwd: str,
         fs_root: str,
-        settings: Any,
+        settings: Settings,
+        services: ClientServices,
         processes: ProcessRegistry | None = None,
     ) -> None:
         self.id = session_id
@@ -91,43 +73,101 @@ class Session:
         self.cwd = cwd
         self.fs_root = fs_root
         self.settings = settings
+        self.services = services
         self.processes = processes  # where agent and terminal process groups are recorded
         self.created_at_ms = int(time.time() * 1000)
-        self.translator = SessionTranslator(user_item=MOCK_USER_ITEM if spec.is_mock else UserItemStyle())
-        self.process: AgentProcess | None = None
-        self.connection: AgentConnection | None = None
+        # The parts.
+        self.agent = AgentLink(session_id, spec, settings, processes)
+        self.turns = TurnQueue(session_id, self._begin_turn, self._run_turn)
+        self.terminals = SessionTerminals()
+        self.translator = SessionTranslator(
+            terminal_output=self.terminals.output_of, user_item=MOCK_USER_ITEM if spec.is_mock else UserItemStyle()
+        )
+        self.permissions = Permissions()
+        self.questions = Questions()
+        # Agent requests waiting for an answer (permissions and questions), by JSON-RPC id.
+        self.pending: dict[Any, HumanRequest[Any]] = {}
+        # The agent's id of the session (session/new).
         self.native_session_id: str | None = None
-        self.new_session_result: dict[str, Any] = {}
-        self._new_session_raw: list[Any] = []  # session/new request and response (session.started raw)
-        self.ended = False
-        self.end_reason: str | None = None
+        # Lifecycle: changed only by ``_set_phase``.
+        self.phase = Phase.STARTING
+        self.end_reason: EndReason | None = None
         self.exit_info: ExitInfo | None = None
-        # Set at server shutdown: cancel hooks answer the agent but record nothing.
+        # Set at server shutdown: pending requests are answered, nothing more is recorded.
         self.shutting_down = False
-        self.pending: dict[Any, PendingRequest] = {}
-        # True while an agent replays history (ACP session/load) until the next prompt: those
-        # updates were logged when they happened and are not logged again.
+        self.stopped_by_shutdown = False  # it was live then: not ended, continued by the next run
+        # The session's record is in the store (saved again when the session ends).
+        self.persisted = False
+        # Went through a bridge restart while live (``recovery``); None otherwise.
+        self.recovery: Recovery | None = None
+        # True while the agent replays its history (ACP session/load), until the next prompt:
+        # those updates were logged when they happened and are not logged again.
         self.replaying = False
         self.replayed = 0
-        # Feature areas (permissions, questions, terminals...) keep per-session state here.
-        self.extensions: dict[str, Any] = {}
-        self._started = False
-        self._early: list[EventDraft] = []
-        self._turns = 0
-        self._turn_task: asyncio.Task[None] | None = None
-        self._queued: deque[Turn] = deque()
-        self._prompt_request_ids: set[Any] = set()
-        self._responses: dict[Any, dict[str, Any]] = {}
-        self._watcher: asyncio.Task[None] | None = None
-        self._stopping: asyncio.Task[None] | None = None
-        self._last_prompt_id: Any = None
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._early: list[EventDraft] = []  # recorded during the handshake, logged after session.started
+        self._ending: asyncio.Task[None] | None = None
+
+    @classmethod
+    def restored(
+        cls,
+        session_id: str,
+        spec: AgentSpec,
+        config: SessionConfig,
+        log: SessionEventLog,
+        *,
+        cwd: str,
+        fs_root: str,
+        settings: Settings,
+        services: ClientServices,
+        created_at_ms: int,
+        native_session_id: str | None,
+        end_reason: EndReason,
+        exit_info: ExitInfo | None,
+        processes: ProcessRegistry | None = None,
+        recovery: Recovery | None = None,
+    ) -> Session:
+        """A session of an earlier run on this data dir: listed, readable, no agent. Ended, unless
+        it was live when that run stopped (``recovery``): then suspended until its next message."""
+        session = cls(
+            session_id,
+            spec,
+            config,
+            log,
+            cwd=cwd,
+            fs_root=fs_root,
+            settings=settings,
+            services=services,
+            processes=processes,
+        )
+        session.created_at_ms = created_at_ms
+        session.native_session_id = log.native_session_id = native_session_id
+        session.exit_info = exit_info
+        session.persisted = True
+        if recovery is not None:
+            session.recovery = recovery
+            session._set_phase(Phase.SUSPENDED)
+        else:
+            session._set_phase(Phase.ENDED, end_reason)
+        return session
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    def _set_phase(self, phase: Phase, reason: EndReason | None = None) -> None:
+        self.phase = phase
+        if reason is not None:
+            self.end_reason = reason
+
+    @property
+    def ended(self) -> bool:
+        return self.phase in (Phase.ENDING, Phase.ENDED)
+
+    @property
+    def process(self) -> AgentProcess | None:
+        return self.agent.process
 
     # ---- recording -----------------------------------------------------------------------
     def record(self, drafts: list[EventDraft]) -> None:
         """Append drafts to the log now (never awaits, so wire order is kept)."""
-        if not self._started:
+        if self.phase is Phase.STARTING:
             self._early.extend(drafts)
             return
         for draft in drafts:
@@ -139,17 +179,15 @@ class Session:
     # ---- start-up ------------------------------------------------------------------------
     async def start(self) -> None:
         """Spawn the agent, `initialize`, `session/new`; record session.started."""
-        await self.spawn()
+        capabilities = self.services.client_capabilities(self.spec.disabled_services)
         try:
-            await asyncio.wait_for(self._handshake(), self.settings.agent_start_timeout)
-        except BaseException as exc:
-            error = await self._start_failure(exc)
-            await self._stop_process()
-            if error is None:
-                raise
-            raise error from exc
-        self._watcher = asyncio.create_task(self._watch_process(), name=f"session-watch-{self.id}")
-        self._started = True
+            new = await self.agent.start(self, capabilities, self.config, self.cwd, self.translator.state)
+        except BaseException:
+            await self.terminals.close_all()  # any the agent opened during the handshake
+            raise
+        self.native_session_id = new.native_session_id
+        self.agent.watch(self._agent_exited, lambda: self.ended)
+        self._set_phase(Phase.RUNNING)
         self.log.native_session_id = self.native_session_id
         metadata = {
             "agent": self.config.agent,
@@ -158,106 +196,32 @@ class Session:
             "permissionMode": self.config.permission_mode,
             "variant": self.config.variant,
         }
-        raw = self._new_session_raw or None
-        self.log.append(EventDraft(SESSION_STARTED, {"metadata": metadata}, synthetic=True, raw=raw))
+        self.log.append(EventDraft(SESSION_STARTED, {"metadata": metadata}, synthetic=True, raw=new.raw or None))
         early, self._early = self._early, []
         for draft in early:
             self.log.append(draft)
 
-    async def spawn(self) -> None:
-        """Start the agent process and its connection (no ACP request yet)."""
-        argv = self.spec.command
-        if not argv:
-            raise AgentNotInstalled(self.spec.id)
-        env = dict(self.spec.env)
-        if self.spec.is_mock:
-            env.setdefault("ACP_BRIDGE_MOCK_PACING_MS", str(self.settings.mock_pacing_ms))
-            # Where the mock keeps its sessions for session/load after a restart.
-            env.setdefault("ACP_BRIDGE_MOCK_STATE_DIR", str(self.settings.resolved_data_dir() / "mock"))
-        try:
-            self.process = await AgentProcess.spawn(
-                argv,
-                env=env,
-                cwd=self.cwd,
-                stderr_line_limit=self.settings.stderr_line_limit,
-                processes=self.processes,
-            )
-        except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-            raise AgentNotInstalled(self.spec.id, {"message": str(exc)}) from exc
-        self.connection = AgentConnection(self.process, self)
-        if self.settings.transcript_dir is not None:
-            self.connection.record_transcript(self.settings.transcript_dir, self.id)
+    # ---- after a restart (``recovery``) ----------------------------------------------------------
+    @property
+    def suspended(self) -> bool:
+        return self.phase is Phase.SUSPENDED
 
-    async def _handshake(self) -> None:
-        assert self.connection is not None
-        await self.connection.initialize(services.client_capabilities(self.spec.disabled_services))
-        config = self.config
-        params = session_new_params(
-            cwd=self.cwd,
-            session_id=self.id,
-            agent=config.agent,
-            agent_mode=config.agent_mode,
-            permission_mode=config.permission_mode,
-            model=config.model,
-            variant=config.variant,
-            agent_version=config.agent_version,
-            title=config.title,
-            skills=config.skills,
-            mcp=config.mcp,
-        )
-        result = await self.connection.request("session/new", params)
-        if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
-            raise StreamError("agent answered session/new without a sessionId")
-        request = {"jsonrpc": "2.0", "method": "session/new", "params": params}
-        self._new_session_raw = [request, {"jsonrpc": "2.0", "result": result}]
-        self.new_session_result = result
-        self.native_session_id = result["sessionId"]
-        self.spec.learn(self.connection.initialize_result, result)
-        await self._apply_modes(result)
+    def agent_restarted(self) -> None:
+        """The agent of a suspended session runs again and continues it: messages are taken."""
+        self.agent.watch(self._agent_exited, lambda: self.ended)
+        self.log.native_session_id = self.native_session_id
+        self._set_phase(Phase.RUNNING)
 
-    async def _apply_modes(self, result: dict[str, Any]) -> None:
-        """Ask the agent for the requested mode/model when it offers them (session/new result)."""
-        assert self.connection is not None
-        modes = result.get("modes")
-        if isinstance(modes, dict):
-            current = modes.get("currentModeId")
-            available = {m.get("id") for m in modes.get("availableModes") or [] if isinstance(m, dict)}
-            self.translator.state.mode = current if isinstance(current, str) else None
-            wanted = self.config.agent_mode
-            if wanted in available and wanted != current:
-                await self.connection.request(
-                    "session/set_mode", {"sessionId": self.native_session_id, "modeId": wanted}
-                )
-                self.translator.state.mode = wanted
-        options = result.get("configOptions")
-        if isinstance(options, list):
-            for option in options:
-                if not isinstance(option, dict) or option.get("category") != "model":
-                    continue
-                values = {o.get("value") for o in option.get("options") or [] if isinstance(o, dict)}
-                wanted_model = self.config.model
-                if wanted_model in values and wanted_model != option.get("currentValue"):
-                    await self.connection.request(
-                        "session/set_config_option",
-                        {"sessionId": self.native_session_id, "configId": option.get("id"), "value": wanted_model},
-                    )
+    def restored_as_ended(self, reason: EndReason) -> None:
+        """A suspended session whose log shows that it ended after all (its record was not saved)."""
+        self._set_phase(Phase.ENDED, reason)
 
-    async def _start_failure(self, exc: BaseException) -> Exception | None:
-        """The legacy error for a failed start, once the process has had a moment to exit."""
-        if isinstance(exc, TimeoutError):
-            return Timeout(f"agent did not finish initialize/session/new in {self.settings.agent_start_timeout}s")
-        if isinstance(exc, ConnectionError | BrokenPipeError | ConnectionResetError):
-            assert self.process is not None
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.process.wait(), 3.0)
-            info = self.process.exit_info()
-            code = info.code if info.code is not None else (-info.signal if info.signal else None)
-            return AgentProcessExited(self.spec.id, code, self.process.stderr.text())
-        if isinstance(exc, RequestError):
-            return StreamError(f"agent refused to start a session: {exc} ({exc.code})")
-        if isinstance(exc, Exception) and not isinstance(exc, asyncio.CancelledError):
-            return None
-        return None
+    def end_suspended(self, message: str) -> None:
+        """A suspended session whose agent cannot be started again ends here, once, saying why."""
+        self._set_phase(Phase.ENDED, "error")
+        data = {"reason": "error", "terminated_by": "daemon", "message": message}
+        self.record_one(SESSION_ENDED, data, synthetic=True)
+        self.save()
 
     # ---- messages and turns ---------------------------------------------------------------
     def check_accepting(self) -> None:
@@ -265,14 +229,17 @@ class Session:
             if self.end_reason == "terminated":
                 raise InvalidRequest("session terminated")
             code = self.exit_info.code if self.exit_info else None
-            raise AgentProcessExited(self.spec.id, code, self.process.stderr.text() if self.process else None)
+            raise AgentProcessExited(self.spec.id, code, self.agent.stderr_text())
+
+    def attachment(self, path: str, mime: str | None, filename: str | None) -> Attachment:
+        """A message attachment, its path taken from the session's root when relative."""
+        return Attachment(resolve_attachment_path(path, self.fs_root), mime, filename)
 
     def send_message(self, message: str, attachments: list[Attachment]) -> str:
         """Accept a message: its turn starts now (turn.started recorded before returning) or after
         the turn in flight, since ACP agents take one prompt at a time. Returns the turn's id."""
         self.check_accepting()
-        assert self.connection is not None
-        image_capable = bool(self.connection.prompt_capabilities.get("image"))
+        image_capable = bool(self.agent.prompt_capabilities.get("image"))
         image_data: dict[str, bytes] = {}
         if image_capable:
             for attachment in attachments:
@@ -281,88 +248,52 @@ class Session:
                     with contextlib.suppress(OSError):
                         with open(attachment.path, "rb") as fh:
                             image_data[attachment.path] = fh.read()
-        self._turns += 1
-        turn = Turn(
-            number=self._turns,
-            turn_id=f"turn_{self._turns}",
-            message=message,
-            blocks=prompt_blocks(message, attachments, image_capable=image_capable, image_data=image_data),
-            user_parts=user_item_parts(attachments),
+        turn = self.turns.new_turn(
+            message,
+            prompt_blocks(message, attachments, image_capable=image_capable, image_data=image_data),
+            user_item_parts(attachments),
         )
-        if self._turn_task is None:
-            self._start_turn(turn)
-        else:
-            self._queued.append(turn)
+        self.turns.submit(turn)
         return turn.turn_id
 
-    def _start_turn(self, turn: Turn) -> None:
-        self._idle.clear()
+    def _begin_turn(self, turn: Turn) -> None:
         turn.params = prompt_params(self.native_session_id, turn.blocks, turn.turn_id)
         raw = {"jsonrpc": "2.0", "method": "session/prompt", "params": turn.params}
         self.record(self.translator.turn_started(turn.turn_id, turn.message, turn.user_parts, raw=raw))
-        self._turn_task = asyncio.create_task(self._run_turn(turn), name=f"turn-{self.id}-{turn.number}")
 
     async def _run_turn(self, turn: Turn) -> None:
-        assert self.connection is not None
         try:
-            try:
-                result = await self.connection.request("session/prompt", turn.params)
-            except RequestError as exc:
-                raw = self._responses.pop(self._last_prompt_id, None) if self._last_prompt_id is not None else None
-                self.record_one(ERROR, rpc_error_data(exc.code, str(exc), exc.data), synthetic=True, raw=raw)
-                self.record(self.translator.turn_ended(turn.turn_id, {"stopReason": "error"}, raw=None))
-                return
-            except (ConnectionError, OSError):
-                return  # the agent is gone: the process watcher records what happened
-            stop = result.get("stopReason") if isinstance(result, dict) else None
-            metadata: dict[str, Any] = {"stopReason": stop}
-            if isinstance(result, dict) and isinstance(result.get("_meta"), dict):
-                metadata["meta"] = result["_meta"]
-            raw = self._responses.pop(self._last_prompt_id, None) if self._last_prompt_id is not None else None
-            self.record(self.translator.turn_ended(turn.turn_id, metadata, raw=raw))
-        finally:
-            self._turn_task = None
-            if self._queued and not self.ended:
-                self._start_turn(self._queued.popleft())
-            else:
-                self._queued.clear()
-                self._idle.set()
+            result = await self.agent.request("session/prompt", turn.params)
+        except RequestError as exc:
+            raw = self.turns.take_prompt_response()
+            self.record_one(ERROR, rpc_error_data(exc.code, str(exc), exc.data), synthetic=True, raw=raw)
+            self.record(self.translator.turn_ended(turn.turn_id, {"stopReason": "error"}, raw=None))
+            return
+        except (ConnectionError, OSError):
+            return  # the agent is gone: the process watcher records what happened
+        stop = result.get("stopReason") if isinstance(result, dict) else None
+        metadata: dict[str, Any] = {"stopReason": stop}
+        if isinstance(result, dict) and isinstance(result.get("_meta"), dict):
+            metadata["meta"] = result["_meta"]
+        self.record(self.translator.turn_ended(turn.turn_id, metadata, raw=self.turns.take_prompt_response()))
 
-    @property
-    def turn_running(self) -> bool:
-        return self._turn_task is not None
-
-    async def wait_idle(self, timeout: float) -> bool:
-        try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
-            return True
-        except TimeoutError:
-            return False
-
-    # ---- AgentObserver ---------------------------------------------------------------------
+    # ---- AgentObserver: the connection hands over every message, in wire order ----------------
     def on_incoming(self, message: dict[str, Any]) -> None:
         method = message.get("method")
         if method == "session/update":
             if self.replaying:
                 self.replayed += 1
                 return
-            for observer in services.UPDATE_OBSERVERS:
-                observer(self, message)
+            self.services.observe_update(self, message)
             self.record(self.translator.session_update(message.get("params"), message))
         elif isinstance(method, str) and "id" in message:
-            service = services.SERVICES.get(method)
-            if service is not None and service.observe is not None:
-                service.observe(self, message)
+            self.services.observe_request(self, method, message)
         elif isinstance(method, str):
-            handler = services.NOTIFICATIONS.get(method)
-            if handler is not None:
-                handler(self, message)
-            elif not method.startswith("_"):  # unknown extension notifications are ignored (ACP)
+            if not self.services.notify(self, method, message) and not method.startswith("_"):
+                # Unknown extension notifications (`_...`) are ignored (ACP).
                 self.record(self.translator.unparsed(f"unknown notification: {method}", "agent.stdout", message))
         elif "id" in message and ("result" in message or "error" in message):
-            if message.get("id") in self._prompt_request_ids:
-                self._prompt_request_ids.discard(message["id"])
-                self._responses[message["id"]] = message
+            self.turns.response_read(message)
         else:
             self.record(self.translator.unparsed("not a JSON-RPC message", "agent.stdout", message))
 
@@ -374,22 +305,15 @@ class Session:
         method = message.get("method")
         if method == "session/prompt":
             self.replaying = False
-            self._last_prompt_id = message.get("id")
-            self._prompt_request_ids.add(message.get("id"))
+            self.turns.prompt_sent(message.get("id"))
         elif method == "session/cancel":
             # ACP: after session/cancel the client answers every pending request as cancelled.
             self.cancel_pending()
 
     async def handle_request(self, method: str, params: Any, request_id: Any) -> Any:
-        service = services.SERVICES.get(method)
-        if service is None or method in self.spec.disabled_services:
-            raise RequestError.method_not_found(method)
-        return await service.handle(self, params, request_id)
+        return await self.services.handle(self, method, params, request_id)
 
     # ---- pending agent requests ------------------------------------------------------------
-    def add_pending(self, key: Any, pending: PendingRequest) -> None:
-        self.pending[key] = pending
-
     def cancel_pending(self) -> None:
         """Answer every request still waiting with its cancel result (ACP requires it on cancel)."""
         for key in list(self.pending):
@@ -397,89 +321,94 @@ class Session:
 
     def cancel_one(self, key: Any) -> bool:
         """Answer one waiting request with its cancel result; False if nothing waits under ``key``."""
-        pending = self.pending.pop(key, None)
-        if pending is None:
+        request = self.pending.pop(key, None)
+        if request is None:
             return False
-        if not pending.future.done():
-            pending.future.set_result(pending.cancel_result)
-        for hook in CANCEL_HOOKS:
-            hook(self, key, pending)
+        if not request.future.done():
+            request.future.set_result(request.cancel_result)
+        request.book.on_cancelled(self, request)
         return True
 
     # ---- ending ----------------------------------------------------------------------------
+    # Every end goes the same way: (1) phase ending, no more turns; (2) the running turn is
+    # cancelled (terminate only); (3) waiting requests get their cancel result; (4) open items are
+    # closed and session.ended recorded (not at server shutdown); (5) ``_release``: the saved
+    # record, terminals, the agent process, the turn task; (6) phase ended.
+
     async def terminate(self) -> None:
-        """Legacy terminate: cancel the turn, answer pending requests, stop the process group,
-        record exactly one session.ended. Idempotent."""
+        """Legacy terminate: record exactly one session.ended, stop the agent. Idempotent."""
         if self.ended:
-            if self._stopping is not None:
-                await asyncio.shield(self._stopping)
+            if self._ending is not None:
+                await asyncio.shield(self._ending)
             return
-        self.ended = True
-        self.end_reason = "terminated"
-        self._queued.clear()
-        if self._turn_task is not None and self.connection is not None:
+        self._set_phase(Phase.ENDING, "terminated")  # (1)
+        self.turns.close()
+        if self.turns.running and self.agent.connection is not None:  # (2)
             with contextlib.suppress(Exception):
-                await self.connection.notify("session/cancel", {"sessionId": self.native_session_id})
+                await self.agent.notify("session/cancel", {"sessionId": self.native_session_id})
             self.cancel_pending()
-            await self.wait_idle(self.settings.cancel_grace)
-        self.cancel_pending()
-        self.record(self.translator.flush())
+            await self.turns.wait_idle(self.settings.cancel_grace)
+        self.cancel_pending()  # (3)
+        self.record(self.translator.flush())  # (4)
         self.record_one(SESSION_ENDED, {"reason": "terminated", "terminated_by": "daemon"}, synthetic=True)
-        self._stopping = asyncio.create_task(self._stop_process())
-        await asyncio.shield(self._stopping)
+        self._ending = asyncio.create_task(self._release())  # (5), (6)
+        await asyncio.shield(self._ending)
 
-    async def _stop_process(self) -> None:
-        for hook in END_HOOKS:
-            with contextlib.suppress(Exception):
-                await hook(self)
-        if self.connection is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.connection.close(), 2.0)
-        if self.process is not None:
-            await self.process.stop(self.settings.agent_kill_grace)
-        if self.connection is not None:
-            await self.connection.close_transcript()
-        if self._turn_task is not None:
-            self._turn_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._turn_task
-
-    async def _watch_process(self) -> None:
-        assert self.process is not None and self.connection is not None
-        await self.process.wait()
-        if self.ended:
-            return  # terminated: the connection is closed, no EOF to wait for
-        # Everything the agent wrote before it died is processed before its death is recorded.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.connection.transport.eof.wait(), 2.0)
-        if self.ended:
-            return
-        self.ended = True
-        self.end_reason = "error"
-        self.exit_info = self.process.exit_info()
-        self.cancel_pending()
-        message = self.exit_info.description
-        self.record(self.translator.flush())
+    def _agent_exited(self, exit_info: ExitInfo) -> None:
+        """The agent's process exited by itself (called by the link's watcher)."""
+        self.exit_info = exit_info
+        self._set_phase(Phase.ENDING, "error")  # (1)
+        self.turns.close()
+        self.cancel_pending()  # (3)
+        message = exit_info.description
+        self.record(self.translator.flush())  # (4)
         self.record_one(ERROR, {"message": message, "code": "process_exit", "details": None}, synthetic=True)
         ended: dict[str, Any] = {"reason": "error", "terminated_by": "agent", "message": message}
-        ended["exit_code"] = self.exit_info.code if self.exit_info.code is not None else -(self.exit_info.signal or 0)
-        ended["stderr"] = self.process.stderr.output()
+        ended["exit_code"] = exit_info.code if exit_info.code is not None else -(exit_info.signal or 0)
+        ended["stderr"] = self.process.stderr.output() if self.process is not None else None
         self.record_one(SESSION_ENDED, ended, synthetic=True)
-        self._stopping = asyncio.create_task(self._stop_process())
+        self._ending = asyncio.create_task(self._release())  # (5), (6)
 
     async def shutdown(self) -> None:
         """Server shutdown: stop the agent without recording anything more. A live session is
         suspended, not ended: the next server continues it (``recovery``)."""
-        if self._watcher is not None:
-            self._watcher.cancel()
-        if not self.ended:
-            self.extensions[STOPPED_BY] = "shutdown"
-        self.ended = True
+        self.agent.stop_watching()
         self.shutting_down = True
-        self.cancel_pending()
-        await self._stop_process()
+        if self.phase is Phase.RUNNING:
+            self.stopped_by_shutdown = True
+        self._set_phase(Phase.ENDING)  # (1)
+        self.turns.close()
+        self.cancel_pending()  # (3)
+        await self._release()  # (5), (6)
 
-    # ---- SessionInfo -------------------------------------------------------------------------
+    async def _release(self) -> None:
+        """Let go of everything the session holds, in this order."""
+        with contextlib.suppress(Exception):
+            self.save()  # how it ended, its final title and model: what a restarted server lists
+        with contextlib.suppress(Exception):
+            await self.terminals.close_all()  # commands the agent started
+        await self.agent.stop()  # connection, process group, transcript
+        await self.turns.cancel()  # a turn still waiting for the agent's answer
+        self._set_phase(Phase.ENDED)
+
+    # ---- the saved record and SessionInfo ------------------------------------------------------
+    def save(self) -> None:
+        """Save what a restarted server needs to list the session again (the events are in the log)."""
+        if self.persisted:
+            self.log.save_record(self.saved_record())
+
+    def saved_record(self) -> dict[str, Any]:
+        exit_info = self.exit_info
+        return {
+            "info": self.info(),
+            "config": dataclasses.asdict(self.config),
+            "cwd": self.cwd,
+            "fs_root": self.fs_root,
+            "endReason": self.end_reason,
+            "exit": None if exit_info is None else {"code": exit_info.code, "signal": exit_info.signal},
+            **record_fields(self),
+        }
+
     def info(self) -> dict[str, Any]:
         state = self.translator.state
         info: dict[str, Any] = {
@@ -501,19 +430,6 @@ class Session:
             info["mcp"] = self.config.mcp
         if self.config.skills is not None:
             info["skills"] = self.config.skills
-        resume = self.extensions.get(RESUME_STATE)
-        if resume is not None:  # went through a bridge restart (``recovery``)
-            info["_meta"] = {RESUME_META: resume.info()}
+        if self.recovery is not None:  # went through a bridge restart while live
+            info["_meta"] = {RESUME_META: self.recovery.info()}
         return info
-
-
-# Called for each pending request when it is cancelled: (session, key, pending). Feature areas
-# record their resolved events here.
-CANCEL_HOOKS: list[Callable[[Session, Any, PendingRequest], None]] = []
-# Awaited when the session's agent is being stopped (terminate, agent exit, server shutdown), before
-# the process group is killed: release what the session holds (terminals, files).
-END_HOOKS: list[Callable[[Session], Awaitable[None]]] = []
-
-
-def server_cwd() -> str:
-    return os.getcwd()

@@ -14,7 +14,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from app.agents.registry import AgentSpec
 from app.errors import InvalidRequest, StreamError
 
 LINK_DIRS = (".agents/skills", ".claude/skills", ".opencode/skill")
@@ -100,13 +99,14 @@ def link_skills(skills: dict[str, Path], cwd: Path) -> None:
                 raise StreamError(f"cannot link skill {name} into {link.parent}: {exc}") from exc
 
 
-async def skills_hook(manager: Any, spec: AgentSpec, request: dict[str, Any]) -> None:
+async def link_requested_skills(request: dict[str, Any], cache: Path) -> None:
+    """The create request's ``skills``: resolve each source (git ones cloned into ``cache``) and link
+    the skills found into the session's directory (legacy step 4 of create, before normalisation)."""
     config = request.get("skills")
     if not config:
         return
     base = Path(os.getcwd())
     cwd = base / os.path.expanduser(request["directory"]) if request.get("directory") else base
-    cache = manager.settings.resolved_data_dir() / "skills"
     found: dict[str, Path] = {}
     for source in config.get("sources", []):
         found.update(await resolve_source(source, base, cache))

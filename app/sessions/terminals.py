@@ -3,7 +3,7 @@
 Each terminal is a real process in its own process group (so the whole tree can be killed), started
 in the session's working directory unless the agent names one. stdout and stderr are read
 continuously into one buffer that keeps the last ``outputByteLimit`` bytes, cut at a UTF-8
-character boundary. Terminals still open when the session ends are killed (``END_HOOKS``). The
+character boundary. Terminals still open when the session ends are killed (``Session`` ends them). The
 output of a terminal stays readable in memory after release, for tool results that show it.
 """
 
@@ -23,13 +23,9 @@ from app.acp.requests import CreateTerminalRequest
 from app.acp.sdk import RequestError
 from app.fs.paths import os_message
 
-from . import services
-from .session import END_HOOKS
-
 if TYPE_CHECKING:
     from .session import Session
 
-EXTENSION = "terminals"
 # Output kept when the agent sets no outputByteLimit (bounds memory for chatty commands).
 DEFAULT_OUTPUT_LIMIT = 1024 * 1024
 # After the command exits, how long output still in the pipe is awaited (a background child may
@@ -222,39 +218,20 @@ class SessionTerminals:
         terminals = list(self.active.values())
         await asyncio.gather(*(self.release(t) for t in terminals), return_exceptions=True)
 
-
-def terminals_of(session: Session) -> SessionTerminals:
-    terminals = session.extensions.get(EXTENSION)
-    if terminals is None:
-        terminals = session.extensions[EXTENSION] = SessionTerminals()
-    return terminals  # type: ignore[no-any-return]
-
-
-def output_of(session: Session, terminal_id: str) -> str | None:
-    """A terminal's output so far (also after release); None if the session has no such terminal.
-    Pure in-memory lookup, safe to call from translation."""
-    terminals = session.extensions.get(EXTENSION)
-    if not isinstance(terminals, SessionTerminals):
-        return None
-    active = terminals.active.get(terminal_id)
-    if active is not None:
-        return active.output()
-    released = terminals.released.get(terminal_id)
-    return released.output if released is not None else None
+    def output_of(self, terminal_id: str) -> str | None:
+        """A terminal's output so far (also after release); None if the session has no such terminal.
+        Pure in-memory lookup, safe to call from translation (tool results that show a terminal)."""
+        active = self.active.get(terminal_id)
+        if active is not None:
+            return active.output()
+        released = self.released.get(terminal_id)
+        return released.output if released is not None else None
 
 
 # ---- services ----------------------------------------------------------------------------------
-def _observe_create(session: Session, message: dict[str, Any]) -> None:
-    # Tool calls may show a terminal's output; give the translator the lookup (when it takes one)
-    # before the agent can know the terminal's id.
-    translator = session.translator
-    if hasattr(translator, "terminal_output"):
-        translator.terminal_output = lambda terminal_id: output_of(session, terminal_id)
-
-
 async def create(session: Session, params: Any, request_id: Any) -> dict[str, Any]:
     request = CreateTerminalRequest.model_validate(params)
-    terminals = terminals_of(session)
+    terminals = session.terminals
     if terminals.closed or session.ended:
         raise RequestError(-32603, "Internal error: the session has ended", None)
     cwd = session.cwd
@@ -285,25 +262,25 @@ async def create(session: Session, params: Any, request_id: Any) -> dict[str, An
 
 
 async def output(session: Session, params: Any, request_id: Any) -> dict[str, Any]:
-    return terminals_of(session).get(_terminal_id(params)).snapshot()
+    return session.terminals.get(_terminal_id(params)).snapshot()
 
 
 async def wait_for_exit(session: Session, params: Any, request_id: Any) -> dict[str, Any]:
-    terminal = terminals_of(session).get(_terminal_id(params))
+    terminal = session.terminals.get(_terminal_id(params))
     await terminal.exited.wait()
     assert terminal.exit_status is not None
     return dict(terminal.exit_status)
 
 
 async def kill(session: Session, params: Any, request_id: Any) -> dict[str, Any]:
-    terminal = terminals_of(session).get(_terminal_id(params))
+    terminal = session.terminals.get(_terminal_id(params))
     terminal.kill()
     await terminal.wait(KILL_WAIT)
     return {}
 
 
 async def release(session: Session, params: Any, request_id: Any) -> dict[str, Any]:
-    terminals = terminals_of(session)
+    terminals = session.terminals
     await terminals.release(terminals.get(_terminal_id(params)))
     return {}
 
@@ -312,22 +289,3 @@ def _terminal_id(params: Any) -> Any:
     if not isinstance(params, dict) or not isinstance(params.get("terminalId"), str):
         raise RequestError(-32602, "Invalid params: terminalId is required", None)
     return params["terminalId"]
-
-
-async def _end_session(session: Session) -> None:
-    terminals = session.extensions.get(EXTENSION)
-    if isinstance(terminals, SessionTerminals):
-        await terminals.close_all()
-    else:
-        session.extensions[EXTENSION] = closed = SessionTerminals()
-        closed.closed = True
-
-
-services.register(
-    services.ClientService("terminal/create", create, observe=_observe_create, capability={"terminal": True})
-)
-services.register(services.ClientService("terminal/output", output))
-services.register(services.ClientService("terminal/wait_for_exit", wait_for_exit))
-services.register(services.ClientService("terminal/kill", kill))
-services.register(services.ClientService("terminal/release", release))
-END_HOOKS.append(_end_session)

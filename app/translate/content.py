@@ -31,12 +31,6 @@ def uri_to_path(uri: str) -> str:
     return uri
 
 
-def block_text(block: Any) -> str | None:
-    if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
-        return block["text"]
-    return None
-
-
 def block_to_part(block: Any, *, reasoning: bool = False) -> dict[str, Any]:
     """One ContentBlock as one legacy ContentPart. Unknown blocks are kept as a json part."""
     if not isinstance(block, dict):
@@ -71,28 +65,3 @@ def block_to_part(block: Any, *, reasoning: bool = False) -> dict[str, Any]:
 def reasoning_visibility(block: Any, default: str = "public") -> str:
     visibility = meta_get(block, "reasoningVisibility", default)
     return visibility if visibility in ("public", "private") else default
-
-
-def part_delta(part: dict[str, Any]) -> str | None:
-    """The text a part contributes to an item.delta."""
-    if part["type"] in ("text", "reasoning"):
-        return part["text"]
-    return None
-
-
-def merge_part(parts: list[dict[str, Any]], part: dict[str, Any]) -> None:
-    """Append a streamed part, joining consecutive text (or same-visibility reasoning) chunks."""
-    if parts:
-        last = parts[-1]
-        if last["type"] == part["type"] == "text" or (
-            last["type"] == part["type"] == "reasoning" and last["visibility"] == part["visibility"]
-        ):
-            # Take the text out of the dict before appending: as the only reference, CPython grows
-            # it in place. `last["text"] += ...` copies the whole text per chunk, quadratic in the
-            # length of a message (a minute for 100,000 chunks). The key keeps its position.
-            text = last["text"]
-            last["text"] = None
-            text += part["text"]
-            last["text"] = text
-            return
-    parts.append(dict(part))

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.events.model import ERROR, SESSION_ENDED, EventDraft
+
 from .content import META_PREFIX
-from .drafts import ERROR, SESSION_ENDED, EventDraft
 
 ERROR_NOTIFICATION = "_sandbox-agent/error"
 SESSION_END = META_PREFIX + "sessionEnd"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import copy
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from typing import Any
 
-from .drafts import ITEM_COMPLETED, ITEM_DELTA, ITEM_STARTED, EventDraft
+from app.events.model import ITEM_COMPLETED, ITEM_DELTA, ITEM_STARTED, EventDraft
 
 
 class ItemIds:
@@ -15,6 +15,10 @@ class ItemIds:
     def __init__(self) -> None:
         self._n = 0
         self._by_native: dict[str, str] = {}
+
+    def continue_numbering(self, count: int) -> None:
+        """Items of an earlier run of the session took the numbers up to ``count``."""
+        self._n = max(self._n, count)
 
     def fresh(self) -> str:
         self._n += 1
@@ -71,9 +75,6 @@ class ItemLifecycle:
         self._started: set[str] = set()
         self._delta_seen: set[str] = set()
         self._delta_head: tuple[tuple[str, str | None] | None, str] = (None, "")
-
-    def is_started(self, item_id: str) -> bool:
-        return item_id in self._started
 
     def started(self, item: dict[str, Any], *, raw: Any = None, synthetic: bool = False) -> list[EventDraft]:
         item_id = item["item_id"]

@@ -26,8 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.events.model import ITEM_DELTA, EventDraft, item_raw, kept_raw
+
 from .content import META_PREFIX, block_to_part, reasoning_visibility
-from .drafts import ITEM_DELTA, EventDraft, item_raw, kept_raw
 from .items import ItemIds, ItemLifecycle, make_item
 
 CHUNK_KINDS = {

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from app.events.model import EventDraft
+
 from .content import meta_str
-from .drafts import EventDraft
 from .items import make_item
 
 if TYPE_CHECKING:
-    from .session import SessionTranslator
+    from .session_translator import SessionTranslator
 
 V1_PLAN_ID = "main"
 

@@ -40,13 +40,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from app.events.model import EventDraft, item_raw, kept_raw
+
 from . import diffs
 from .content import block_to_part, meta_str
-from .drafts import EventDraft, item_raw, kept_raw
 from .items import make_item
 
 if TYPE_CHECKING:
-    from .session import SessionTranslator
+    from .session_translator import SessionTranslator
 
 TOOL_STATUSES = frozenset({"pending", "in_progress", "completed", "failed", "cancelled"})
 ENDED = frozenset({"completed", "failed", "cancelled"})
@@ -330,7 +331,7 @@ def output_text(raw_output: Any) -> str:
     if isinstance(raw_output, str):
         return raw_output
     if isinstance(raw_output, dict) and isinstance(raw_output.get("output"), str):
-        return raw_output["output"]
+        return str(raw_output["output"])
     if (
         isinstance(raw_output, list)
         and raw_output

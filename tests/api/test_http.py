@@ -1,4 +1,5 @@
-"""Legacy HTTP behaviour: auth, CORS, errors (behavior §1, §2, §3), against a real server."""
+"""Legacy HTTP behaviour: auth, CORS, errors (behavior §1, §2, §3), served in process (the app of
+``create_app`` with its lifespan); the command line check starts a real server."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.support import Bridge, create_session, start_bridge
+from tests.support import create_session, in_process_bridge, start_bridge
 
 TOKEN = "a" * 48
 TOKEN_BODY = {
@@ -21,36 +22,35 @@ TOKEN_BODY = {
 
 
 @pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bridge]:
-    tmp = tmp_path_factory.mktemp("secured")
-    server = start_bridge(
-        tmp,
-        "-O",
-        "http://example.com",
-        "-M",
-        "GET",
-        "-M",
-        "POST",
-        "-A",
-        "Content-Type",
-        "-A",
-        "Authorization",
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A server with a token and explicit CORS settings; the client sends no token by itself."""
+    with in_process_bridge(
+        tmp_path_factory.mktemp("secured"),
         token=TOKEN,
-    )
-    yield server
-    server.stop()
+        cors_allow_origin=["http://example.com"],
+        cors_allow_method=["GET", "POST"],
+        cors_allow_header=["Content-Type", "Authorization"],
+    ) as client:
+        client.headers.pop("Authorization", None)
+        yield client
 
 
-def test_health_is_public_and_agents_need_the_token(secured: Bridge) -> None:
-    r = httpx.get(secured.url + "/v1/health")
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    with in_process_bridge(tmp_path_factory.mktemp("local")) as client:
+        yield client
+
+
+def test_health_is_public_and_agents_need_the_token(secured: httpx.Client) -> None:
+    r = secured.get("/v1/health")
     assert r.status_code == 200 and r.json() == {"status": "ok"}
-    r = httpx.get(secured.url + "/v1/agents")
+    r = secured.get("/v1/agents")
     assert r.status_code == 401 and r.json() == TOKEN_BODY
     assert r.headers["content-type"] == "application/json"
     assert "www-authenticate" not in r.headers
-    r = httpx.get(secured.url + "/v1/agents", headers={"Authorization": "Bearer wrong"})
+    r = secured.get("/v1/agents", headers={"Authorization": "Bearer wrong"})
     assert r.status_code == 401 and r.json() == TOKEN_BODY
-    r = httpx.get(secured.url + "/v1/agents", headers={"Authorization": f"Bearer {TOKEN}"})
+    r = secured.get("/v1/agents", headers={"Authorization": f"Bearer {TOKEN}"})
     assert r.status_code == 200
     assert sorted(a["id"] for a in r.json()["agents"]) == ["amp", "claude", "codex", "mock", "opencode"]
 
@@ -66,11 +66,11 @@ def test_health_is_public_and_agents_need_the_token(secured: Bridge) -> None:
         "Basic " + base64.urlsafe_b64encode(f":{TOKEN}".encode()).decode(),
     ],
 )
-def test_token_schemes(secured: Bridge, header: str) -> None:
-    assert httpx.get(secured.url + "/v1/sessions", headers={"Authorization": header}).status_code == 200
+def test_token_schemes(secured: httpx.Client, header: str) -> None:
+    assert secured.get("/v1/sessions", headers={"Authorization": header}).status_code == 200
 
 
-def test_token_is_checked_on_every_v1_route(secured: Bridge) -> None:
+def test_token_is_checked_on_every_v1_route(secured: httpx.Client) -> None:
     for method, path in [
         ("POST", "/v1/sessions/x"),
         ("GET", "/v1/sessions/x/events"),
@@ -78,12 +78,12 @@ def test_token_is_checked_on_every_v1_route(secured: Bridge) -> None:
         ("GET", "/v1/fs/entries"),
         ("GET", "/v1/agents/mock/modes"),
     ]:
-        assert httpx.request(method, secured.url + path).status_code == 401
+        assert secured.request(method, path).status_code == 401
 
 
-def test_cors_preflight_is_answered_before_auth(secured: Bridge) -> None:
-    r = httpx.options(
-        secured.url + "/v1/sessions",
+def test_cors_preflight_is_answered_before_auth(secured: httpx.Client) -> None:
+    r = secured.options(
+        "/v1/sessions",
         headers={"Origin": "http://example.com", "Access-Control-Request-Method": "POST"},
     )
     assert r.status_code == 200 and r.content == b""
@@ -92,22 +92,22 @@ def test_cors_preflight_is_answered_before_auth(secured: Bridge) -> None:
     assert r.headers["access-control-allow-headers"] == "content-type,authorization"
     assert r.headers["vary"] == "origin, access-control-request-method, access-control-request-headers"
     # Every OPTIONS, even without a preflight header and on unknown paths.
-    assert httpx.options(secured.url + "/nowhere").status_code == 200
-    r = httpx.options(secured.url + "/v1/agents", headers={"Origin": "http://evil.example"})
+    assert secured.options("/nowhere").status_code == 200
+    r = secured.options("/v1/agents", headers={"Origin": "http://evil.example"})
     assert r.status_code == 200 and "access-control-allow-origin" not in r.headers
 
 
-def test_cors_actual_request(secured: Bridge) -> None:
-    r = httpx.get(secured.url + "/v1/health", headers={"Origin": "http://example.com"})
+def test_cors_actual_request(secured: httpx.Client) -> None:
+    r = secured.get("/v1/health", headers={"Origin": "http://example.com"})
     assert r.status_code == 200 and r.json() == {"status": "ok"}
     assert r.headers["access-control-allow-origin"] == "http://example.com"
     assert r.headers["vary"] == "origin, access-control-request-method, access-control-request-headers"
-    r = httpx.get(secured.url + "/v1/agents", headers={"Origin": "http://example.com"})
+    r = secured.get("/v1/agents", headers={"Origin": "http://example.com"})
     assert r.status_code == 401 and r.headers["access-control-allow-origin"] == "http://example.com"
 
 
-def test_cors_wildcards_when_not_configured(bridge: Bridge) -> None:
-    r = httpx.options(bridge.url + "/v1/health", headers={"Origin": "http://example.com"})
+def test_cors_wildcards_when_not_configured(client: httpx.Client) -> None:
+    r = client.options("/v1/health", headers={"Origin": "http://example.com"})
     assert r.status_code == 200
     assert r.headers["access-control-allow-methods"] == "*"
     assert r.headers["access-control-allow-headers"] == "*"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.hitl_support import hitl_bridge
 from tests.support import PROBES, Bridge, start_bridge
 
 MIB = 1024 * 1024
@@ -20,6 +21,12 @@ class Fenced:
     bridge: Bridge
     root: Path
     outside: Path
+
+
+@pytest.fixture(scope="session")
+def hitl_probe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bridge]:
+    """One bridge with the HITL probe agent for the permission and question tests (distinct session ids)."""
+    yield from hitl_bridge(tmp_path_factory.mktemp("hitl"))
 
 
 @pytest.fixture(scope="session")

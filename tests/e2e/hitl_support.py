@@ -13,6 +13,7 @@ import httpx
 
 from app.agents.registry import AgentRegistry
 from app.events.store import MemoryEventStore
+from app.sessions.client_services import ClientServices
 from app.sessions.manager import SessionManager
 from app.settings import Settings
 from tests.support import PROBES, Bridge, start_bridge, wait_for_events, wait_until
@@ -40,7 +41,7 @@ def in_process_manager(tmp: Path) -> SessionManager:
     """The session layer without HTTP, for checks on tasks and pending state."""
     agents = agents_file(tmp)
     settings = Settings(data_dir=tmp / "data", agents_file=agents)
-    return SessionManager(settings, AgentRegistry(agents), MemoryEventStore())
+    return SessionManager(settings, AgentRegistry(agents), MemoryEventStore(), ClientServices())
 
 
 def hitl_bridge(tmp: Path, env: dict[str, str] | None = None) -> Iterator[Bridge]:

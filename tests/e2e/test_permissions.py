@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -42,9 +41,9 @@ BASH = "Use the bash tool to run `ls` in the current directory. Do not answer wi
 PERMISSION_KEYS = ["permission_id", "action", "status", "metadata"]
 
 
-@pytest.fixture(scope="module")
-def probe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bridge]:
-    yield from hitl_bridge(tmp_path_factory.mktemp("hitl-permissions"))
+@pytest.fixture
+def probe(hitl_probe: Bridge) -> Bridge:
+    return hitl_probe
 
 
 # ---- legacy checklist (mock agent) ----------------------------------------------------------------
@@ -422,7 +421,7 @@ async def test_terminate_with_pending_requests_leaks_no_task_or_process(tmp_path
     pid = session.process.pid
     await session.terminate()
     assert session.pending == {}
-    assert session.extensions["permissions"].open == {} and session.extensions["questions"].open == {}
+    assert session.permissions.open == {} and session.questions.open == {}
 
     async def settled() -> bool:
         for _ in range(500):
@@ -452,8 +451,8 @@ async def test_server_shutdown_cancels_pending_requests_and_records_nothing(tmp_
         assert event is not None
     assert session.process is not None
     pid, count = session.process.pid, session.log.count
-    request = session.extensions["permissions"].open["s-1"]
+    request = session.permissions.open["s-1"]
     await manager.shutdown()
     assert session.pending == {} and session.log.count == count
-    assert request.pending.future.result() == {"outcome": {"outcome": "cancelled"}}
+    assert request.future.result() == {"outcome": {"outcome": "cancelled"}}
     assert not pid_alive(pid)

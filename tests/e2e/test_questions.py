@@ -3,7 +3,6 @@ agent processes (mock and probe)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -11,7 +10,6 @@ import pytest
 
 from tests.e2e.hitl_support import (
     assistant_texts,
-    hitl_bridge,
     of_type,
     probe_answers,
     probe_log,
@@ -41,9 +39,9 @@ ASK_PROMPTS = (
 )
 
 
-@pytest.fixture(scope="module")
-def probe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bridge]:
-    yield from hitl_bridge(tmp_path_factory.mktemp("hitl-questions"))
+@pytest.fixture
+def probe(hitl_probe: Bridge) -> Bridge:
+    return hitl_probe
 
 
 def elicitation(message: str, properties: dict[str, Any], **extra: Any) -> dict[str, Any]:

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.translate.drafts import ERROR, EventDraft
+from app.events.model import ERROR, EventDraft
 from app.translate.extensions import ERROR_NOTIFICATION, rpc_error_data
-from app.translate.session import SessionTranslator
+from app.translate.session_translator import SessionTranslator
 from tests.support import ROOT, SHARED
 
 AGENT = "agent->client"

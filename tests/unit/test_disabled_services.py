@@ -2,30 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.agents.registry import AgentsFileError, load_agents_file
-from app.sessions import services
-
-
-@pytest.fixture
-def two_services() -> Iterator[None]:
-    async def handle(session: Any, params: Any, request_id: Any) -> Any:
-        return {}
-
-    added = {
-        "x/read": services.ClientService("x/read", handle, capability={"x": {"read": True}}),
-        "x/write": services.ClientService("x/write", handle, capability={"x": {"write": True}}),
-    }
-    saved = dict(services.SERVICES)
-    services.SERVICES.update(added)
-    yield
-    services.SERVICES.clear()
-    services.SERVICES.update(saved)
+from app.sessions.client_services import ClientMethod, ClientServices
 
 
 def test_disabled_services_are_read_from_the_agents_file(tmp_path: Path) -> None:
@@ -39,7 +22,31 @@ def test_disabled_services_are_read_from_the_agents_file(tmp_path: Path) -> None
         load_agents_file(path)
 
 
-@pytest.mark.usefixtures("two_services")
-def test_a_disabled_service_is_not_advertised(tmp_path: Path) -> None:
+async def _handle(session: Any, params: Any, request_id: Any) -> Any:
+    return {}
+
+
+def test_a_disabled_service_is_not_advertised() -> None:
+    services = ClientServices(
+        [
+            ClientMethod("x/read", _handle, capability={"x": {"read": True}}),
+            ClientMethod("x/write", _handle, capability={"x": {"write": True}}),
+        ]
+    )
     assert services.client_capabilities()["x"] == {"read": True, "write": True}
     assert services.client_capabilities(frozenset({"x/read"}))["x"] == {"write": True}
+
+
+def test_the_bridge_advertises_its_client_methods() -> None:
+    assert ClientServices().client_capabilities() == {
+        "fs": {"readTextFile": True, "writeTextFile": True},
+        "elicitation": {"form": {}},
+        "_meta": {"sandbox-agent/requestQuestion": {}},
+        "terminal": True,
+    }
+    caps = ClientServices().client_capabilities(frozenset({"fs/read_text_file", "terminal/create"}))
+    assert caps == {
+        "fs": {"writeTextFile": True},
+        "elicitation": {"form": {}},
+        "_meta": {"sandbox-agent/requestQuestion": {}},
+    }

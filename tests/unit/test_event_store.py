@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from app.events.log import SessionEventLog, StoredEvent
+from app.events.model import ITEM_DELTA, EventDraft
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore, MemoryEventStore
-from app.translate.drafts import ITEM_DELTA, EventDraft
 
 
 @pytest.fixture
@@ -248,7 +248,7 @@ def test_raw_payload_text_is_kept_as_given() -> None:
 def test_the_written_out_envelope_is_exactly_the_serialised_dict(
     session_id: str, native: str | None, synthetic: bool, data: dict[str, Any]
 ) -> None:
-    from app.translate.envelope import envelope_json, format_time
+    from app.events.envelope import envelope_json, format_time
 
     ns = 1_795_320_864_667_647_668
     expected = {

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from app.translate.drafts import EventDraft
+from app.events.model import EventDraft
 from tests.golden.harness import expected_path, load, project_transcripts, replay, shared_transcripts, summarize
 
 REGEN = "run `.venv/bin/python -m tests.golden.regen` and review the diff"

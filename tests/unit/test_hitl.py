@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.translate.hitl import (
+from app.translate.hitl_shapes import (
     ToolCallMemory,
     allocate_id,
     cache_keys,

@@ -6,15 +6,12 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 from app.sessions.terminals import (
     SessionTerminals,
     Terminal,
     exit_status,
     incomplete_tail,
-    output_of,
     utf8_cut,
 )
 from tests.support import pid_alive
@@ -108,18 +105,16 @@ async def test_kill_reaches_the_whole_process_group(tmp_path: Path) -> None:
 
 
 async def test_output_of_reads_active_and_released_terminals() -> None:
-    session: Any = SimpleNamespace(extensions={})
-    assert output_of(session, "term_1") is None
     terminals = SessionTerminals()
-    session.extensions["terminals"] = terminals
+    assert terminals.output_of("term_1") is None
     terminal = await start("echo hello")
     terminals.active[terminal.id] = terminal
     assert await terminal.wait(10)
-    assert output_of(session, terminal.id) == "hello\n"
+    assert terminals.output_of(terminal.id) == "hello\n"
     await terminals.release(terminal)
     assert terminal.id not in terminals.active
-    assert output_of(session, terminal.id) == "hello\n"
-    assert output_of(session, "term_other") is None
+    assert terminals.output_of(terminal.id) == "hello\n"
+    assert terminals.output_of("term_other") is None
 
 
 async def test_close_all_kills_running_terminals() -> None:

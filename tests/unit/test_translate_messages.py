@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from app.translate.drafts import raw_json_text
-from app.translate.envelope import dumps
-from app.translate.session import SessionTranslator
+from app.events.envelope import dumps
+from app.events.model import raw_json_text
+from app.translate.session_translator import SessionTranslator
 from tests.unit.translate_support import end_turn, feed, items, notification, text_chunk, types
 
 

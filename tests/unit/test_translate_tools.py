@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app.translate.session import SessionTranslator
+from app.translate.session_translator import SessionTranslator
 from app.translate.tools import output_text
 from tests.unit.translate_support import end_turn, feed, items, text_chunk, types
 
@@ -222,7 +222,7 @@ def test_terminal_output_comes_from_the_session_lookup() -> None:
     out = feed(t, update(status="completed", content=[{"type": "terminal", "terminalId": "x"}], rawOutput="raw"))
     assert items(out)[-1]["content"][0]["output"] == "raw"
     t = SessionTranslator()
-    t.terminal_output = terminals.get  # set later by the session layer
+    t.terminal_output = terminals.get  # the lookup may also be given after construction
     out = feed(t, update(status="completed", content=[{"type": "terminal", "terminalId": "term-1"}]))
     assert items(out)[-1]["content"][0]["output"] == "fake-shell-ok\n"
 

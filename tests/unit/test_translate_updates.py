@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from app.translate import session as translate_session
+from app.translate import session_translator as translate_session
 from app.translate.extensions import rpc_error_data
-from app.translate.session import MOCK_USER_ITEM, SessionTranslator, parse_time_ms, raw_hash
+from app.translate.session_translator import MOCK_USER_ITEM, SessionTranslator, parse_time_ms, raw_hash
 from tests.unit.translate_support import end_turn, feed, items, notification, text_chunk, types
 
 ENTRIES = [

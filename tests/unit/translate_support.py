@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.translate.drafts import EventDraft
-from app.translate.session import SessionTranslator
+from app.events.model import EventDraft
+from app.translate.session_translator import SessionTranslator
 
 SESSION = "native-1"
 

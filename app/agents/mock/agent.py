@@ -139,10 +139,11 @@ class MockAgent:
             self._open_session(session_id, params, [])
             return self._session_result(session_id)
         if method == "session/load":
-            session_id = params.get("sessionId")
-            turns = memory.load(session_id) if isinstance(session_id, str) else None
-            if turns is None:
-                raise _RpcError(-32002, f"Resource not found: session {session_id}")
+            loaded = params.get("sessionId")
+            turns = memory.load(loaded) if isinstance(loaded, str) else None
+            if turns is None or not isinstance(loaded, str):
+                raise _RpcError(-32002, f"Resource not found: session {loaded}")
+            session_id = loaded
             self._open_session(session_id, params, turns)
             # ACP: the whole history as session/update notifications, before the answer.
             for update in memory.replay(session_id, turns):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from . import (
     bench,  # noqa: F401  (burst)
     files,  # noqa: F401
-    hitl,  # noqa: F401
+    hitl_script,  # noqa: F401
     memory,  # noqa: F401  (history)
     rich,  # noqa: F401  (tool, status, image, unknown, error, unparsed, end, demo, plan, diff, v2)
 )

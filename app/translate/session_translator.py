@@ -1,7 +1,8 @@
 """Per-session translation state: ACP traffic in, legacy event drafts out. No I/O.
 
 The session layer feeds every raw ACP message here in wire order and appends what comes back.
-Update kinds are dispatched through ``UPDATE_HANDLERS``; each handler is a pure function of the
+Update kinds are dispatched through ``UPDATE_HANDLERS`` (at the end of this module: add a new
+translation there); each handler is a pure function of the
 translator state and the update. Every draft carries the ACP message(s) it came from as ``raw``.
 
 What becomes what (ACP ``sessionUpdate`` -> legacy):
@@ -26,10 +27,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from app.events.envelope import dumps
+from app.events.model import AGENT_UNPARSED, TURN_ENDED, TURN_STARTED, EventDraft
+
 from . import extensions, status
 from .checks import block_problem, update_problem
-from .drafts import AGENT_UNPARSED, TURN_ENDED, TURN_STARTED, EventDraft
-from .envelope import dumps
 from .items import ItemIds, ItemLifecycle, make_item
 from .messages import CHUNK_KINDS, UPSERT_KINDS, MessageAssembler
 from .prompt import attachments_text
@@ -78,16 +80,6 @@ MOCK_USER_ITEM = UserItemStyle(
 
 
 UpdateHandler = Callable[["SessionTranslator", dict[str, Any], Any], list[EventDraft]]
-UPDATE_HANDLERS: dict[str, UpdateHandler] = {}
-
-
-def update_handler(*kinds: str) -> Callable[[UpdateHandler], UpdateHandler]:
-    def register(fn: UpdateHandler) -> UpdateHandler:
-        for kind in kinds:
-            UPDATE_HANDLERS[kind] = fn
-        return fn
-
-    return register
 
 
 def raw_hash(raw: Any) -> str | None:
@@ -121,8 +113,6 @@ class SessionTranslator:
         # session layer (an in-memory lookup, so translation stays pure).
         self.terminal_output = terminal_output
         self._end_of_turn_event = False  # the agent ended the session in place of turn.ended
-        # Room for other translators to keep their own state.
-        self.scratch: dict[str, Any] = {}
 
     # ---- ACP -> legacy -------------------------------------------------------------------
     def session_update(self, params: Any, raw: Any) -> list[EventDraft]:
@@ -224,49 +214,26 @@ class SessionTranslator:
     def flush(self) -> list[EventDraft]:
         """Close whatever is open (the end of a turn or of the session)."""
         out = self.messages.close()
-        for hook in FLUSH_HOOKS:
-            out.extend(hook(self))
+        out.extend(self.tools.flush())  # unfinished tool calls end failed
         return out
 
 
-def _flush_tool_calls(t: SessionTranslator) -> list[EventDraft]:
-    return t.tools.flush()
-
-
-# What else is open at the end of a turn, after the open message is completed: unfinished tool calls
-# first; other feature areas append their own.
-FLUSH_HOOKS: list[Callable[[SessionTranslator], list[EventDraft]]] = [_flush_tool_calls]
-
-
 # ---- items ----------------------------------------------------------------------------------
-@update_handler("tool_call", "tool_call_update")
 def _tool_call(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     return t.tools.upsert(update, raw)
 
 
-@update_handler("tool_call_content_chunk")
 def _tool_call_content(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     upsert = {"toolCallId": update["toolCallId"], "_meta": update.get("_meta")}
     return t.tools.upsert(upsert, raw, chunk=update["content"])
 
 
-@update_handler("user_message", "agent_message", "agent_thought")
 def _message_upsert(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     return t.messages.replace(update, raw)
 
 
-@update_handler("compaction_summary_chunk")
 def _compaction_summary(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     return t.messages.chunk(update, raw, "system", False, "system")
-
-
-UPDATE_HANDLERS.update(
-    plan=status.plan,
-    plan_update=status.plan_update,
-    plan_removed=status.plan_removed,
-    notice=status.notice,
-    compaction_update=status.compaction_update,
-)
 
 
 # ---- session state updates (kept, no events) ----------------------------------------------
@@ -287,7 +254,6 @@ def parse_time_ms(value: Any) -> int | None:
     return int(moment.timestamp() * 1000)
 
 
-@update_handler("session_info_update")
 def _session_info(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     # Patch semantics: an omitted field is unchanged, null clears it.
     if "title" in update and (update["title"] is None or isinstance(update["title"], str)):
@@ -301,7 +267,6 @@ def _session_info(t: SessionTranslator, update: dict[str, Any], raw: Any) -> lis
     return []
 
 
-@update_handler("current_mode_update")
 def _current_mode(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     mode = update.get("currentModeId", update.get("modeId"))
     if isinstance(mode, str):
@@ -310,7 +275,6 @@ def _current_mode(t: SessionTranslator, update: dict[str, Any], raw: Any) -> lis
     return []
 
 
-@update_handler("config_option_update")
 def _config_options(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     options = update["configOptions"]
     t.state.config_options = options
@@ -319,21 +283,18 @@ def _config_options(t: SessionTranslator, update: dict[str, Any], raw: Any) -> l
     return []
 
 
-@update_handler("available_commands_update")
 def _commands(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     t.state.available_commands = update["availableCommands"]
     _keep(t, update, raw)
     return []
 
 
-@update_handler("usage_update")
 def _usage(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     t.state.usage = {k: v for k, v in update.items() if k != "sessionUpdate"}
     _keep(t, update, raw)
     return []
 
 
-@update_handler("state_update")
 def _agent_state(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     # v2: the turn's end is the prompt's business here; the state is kept for the record.
     t.state.agent_state = update["state"]
@@ -355,13 +316,34 @@ def apply_config_options(state: SessionState, options: list[Any]) -> None:
             state.model = value
 
 
+# ACP ``sessionUpdate`` kind -> its translation (message chunks are ``CHUNK_KINDS``, handled first).
+UPDATE_HANDLERS: dict[str, UpdateHandler] = {
+    "tool_call": _tool_call,
+    "tool_call_update": _tool_call,
+    "tool_call_content_chunk": _tool_call_content,
+    "user_message": _message_upsert,
+    "agent_message": _message_upsert,
+    "agent_thought": _message_upsert,
+    "compaction_summary_chunk": _compaction_summary,
+    "plan": status.plan,
+    "plan_update": status.plan_update,
+    "plan_removed": status.plan_removed,
+    "notice": status.notice,
+    "compaction_update": status.compaction_update,
+    "session_info_update": _session_info,
+    "current_mode_update": _current_mode,
+    "config_option_update": _config_options,
+    "available_commands_update": _commands,
+    "usage_update": _usage,
+    "state_update": _agent_state,
+}
+
+
 __all__ = [
-    "FLUSH_HOOKS",
     "UPDATE_HANDLERS",
     "UPSERT_KINDS",
     "SessionState",
     "SessionTranslator",
     "apply_config_options",
     "raw_hash",
-    "update_handler",
 ]

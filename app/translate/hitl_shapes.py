@@ -16,7 +16,6 @@ from typing import Any
 
 from .content import meta_get
 
-PERMISSION_REPLIES = ("once", "always", "reject")
 # Option kinds in order of preference for each legacy reply (ACP: choose by kind, never by id).
 OPTION_PREFERENCE: dict[str, tuple[str, ...]] = {
     "once": ("allow_once", "allow_always"),
@@ -188,10 +187,10 @@ def permission_info(params: Any, remembered: dict[str, Any] | None = None) -> Pe
     ``path``, ``input``), then the tool call and the offered options.
     """
     params = params if isinstance(params, dict) else {}
-    tool_call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+    tool_call: dict[str, Any] = params["toolCall"] if isinstance(params.get("toolCall"), dict) else {}
     known = dict(remembered or {})
     known.update({k: v for k, v in tool_call.items() if v is not None})
-    raw_input = known.get("rawInput") if isinstance(known.get("rawInput"), dict) else {}
+    raw_input: dict[str, Any] = known["rawInput"] if isinstance(known.get("rawInput"), dict) else {}
     kind = known.get("kind") if isinstance(known.get("kind"), str) else None
     name = known.get("name") if isinstance(known.get("name"), str) and known.get("name") else None
     tool_name = (

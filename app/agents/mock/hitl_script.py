@@ -114,9 +114,9 @@ def describe_permission(result: Any) -> str:
         return "no answer"
     if "_error" in result:
         return f"failed: {result['_error'].get('message')}"
-    outcome = result.get("outcome") if isinstance(result.get("outcome"), dict) else {}
+    outcome: dict[str, Any] = result["outcome"] if isinstance(result.get("outcome"), dict) else {}
     if outcome.get("outcome") == "selected":
-        kind = KIND_BY_OPTION.get(outcome.get("optionId"), "")
+        kind = KIND_BY_OPTION.get(str(outcome.get("optionId")), "")
         return f"{GRANT_TEXT.get(kind, 'unknown option')} ({outcome.get('optionId')})"
     if outcome.get("outcome") == "cancelled":
         return "cancelled"
@@ -142,7 +142,7 @@ def granted(result: Any) -> bool:
     return (
         isinstance(outcome, dict)
         and outcome.get("outcome") == "selected"
-        and KIND_BY_OPTION.get(outcome.get("optionId"), "").startswith("allow")
+        and KIND_BY_OPTION.get(str(outcome.get("optionId")), "").startswith("allow")
     )
 
 

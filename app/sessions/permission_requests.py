@@ -13,11 +13,10 @@ the tool call id), made unique in the session; otherwise ``permission_<n>``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.errors import InvalidRequest
-from app.translate.drafts import PERMISSION_REQUESTED, PERMISSION_RESOLVED
-from app.translate.hitl import (
+from app.events.model import PERMISSION_REQUESTED, PERMISSION_RESOLVED
+from app.translate.hitl_shapes import (
     CANCELLED_OUTCOME,
     PermissionInfo,
     ToolCallMemory,
@@ -26,47 +25,37 @@ from app.translate.hitl import (
     select_option,
 )
 
-from . import services
-from .hitl import HumanRequest, RequestBook, response_raw
-from .session import Session
+from .request_book import HumanRequest, RequestBook, response_raw
+
+if TYPE_CHECKING:
+    from .session import Session
 
 METHOD = "session/request_permission"
-STATE_KEY = "permissions"
-TOOLS_KEY = "permissions.tool_calls"
+PermissionRequest = HumanRequest[PermissionInfo]
 
 
-class Permissions(RequestBook):
+class Permissions(RequestBook[PermissionInfo]):
+    """A session's permission requests, its `always` grants and what it knows of its tool calls."""
+
     kind = "permission"
 
     def __init__(self) -> None:
         super().__init__()
         self.always: set[str] = set()  # cache keys of `always` grants
+        # Tool names and inputs from earlier tool_call updates (a permission request may omit them).
+        self.tool_calls = ToolCallMemory()
 
-    def cancelled(self, session: Session, request: HumanRequest) -> None:
+    def record_cancelled(self, session: Session, request: PermissionRequest) -> None:
         _record_resolved(session, request, "reject", {"outcome": dict(CANCELLED_OUTCOME)})
 
 
-def book(session: Session) -> Permissions:
-    state = session.extensions.get(STATE_KEY)
-    if state is None:
-        state = session.extensions[STATE_KEY] = Permissions()
-    return state  # type: ignore[no-any-return]
-
-
-def tool_memory(session: Session) -> ToolCallMemory:
-    memory = session.extensions.get(TOOLS_KEY)
-    if memory is None:
-        memory = session.extensions[TOOLS_KEY] = ToolCallMemory()
-    return memory  # type: ignore[no-any-return]
-
-
-def _record_resolved(session: Session, request: HumanRequest, status: str, result: Any) -> None:
-    info: PermissionInfo = request.info
+def _record_resolved(session: Session, request: PermissionRequest, status: str, result: Any) -> None:
+    info = request.info
     data = permission_data(request.public_id, info.action, status, info.metadata)
     session.record_one(PERMISSION_RESOLVED, data, synthetic=True, raw=response_raw(request, result))
 
 
-def _answer(session: Session, request: HumanRequest, reply: str) -> None:
+def _answer(session: Session, request: PermissionRequest, reply: str) -> None:
     outcome, status = select_option(request.info.options, reply)
     result = {"outcome": outcome}
     if request.book.finish(session, request, result):
@@ -78,9 +67,9 @@ def observe(session: Session, message: dict[str, Any]) -> None:
     params = message.get("params")
     if not isinstance(params, dict):
         return  # `handle` answers invalid params
-    tool_call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
-    info = permission_info(params, tool_memory(session).get(tool_call.get("toolCallId")))
-    permissions = book(session)
+    tool_call: dict[str, Any] = params["toolCall"] if isinstance(params.get("toolCall"), dict) else {}
+    permissions = session.permissions
+    info = permission_info(params, permissions.tool_calls.get(tool_call.get("toolCallId")))
     request = permissions.add(
         session, message, info, info.candidates, "permission", {"outcome": dict(CANCELLED_OUTCOME)}
     )
@@ -99,32 +88,27 @@ def observe(session: Session, message: dict[str, Any]) -> None:
 
 
 async def handle(session: Session, params: Any, request_id: Any) -> Any:
-    return await book(session).wait(session, request_id, lambda s, r: _answer(s, r, "reject"))
+    return await session.permissions.wait(session, request_id, lambda s, r: _answer(s, r, "reject"))
 
 
 _TOOL_UPDATES = frozenset({"tool_call", "tool_call_update"})
 
 
-def _remember_tool_calls(session: Session, message: dict[str, Any]) -> None:
+def remember_tool_calls(session: Session, message: dict[str, Any]) -> None:
+    """Every `session/update`, before it is translated: keep what tool calls said about themselves."""
     params = message.get("params")
     update = params.get("update") if type(params) is dict else None
     # Checked here first: this runs for every update, most of them message chunks.
     if type(update) is dict and update.get("sessionUpdate") in _TOOL_UPDATES:
-        tool_memory(session).update(update)
+        session.permissions.tool_calls.update(update)
 
 
 # ---- HTTP side -----------------------------------------------------------------------------------
 def reply(session: Session, permission_id: str, reply: str) -> None:
     """``POST .../permissions/{id}/reply`` after the session lookup (legacy §7.1 order)."""
-    permissions: Permissions | None = session.extensions.get(STATE_KEY)
-    if permissions is None:
-        raise InvalidRequest(f"unknown permission id: {permission_id}")
+    permissions = session.permissions
     request = permissions.lookup(permission_id)
     if reply == "always":
         permissions.always |= request.info.cache_keys
     permissions.check_session(session, request)
     _answer(session, request, reply)
-
-
-services.register(services.ClientService(METHOD, handle, observe))
-services.UPDATE_OBSERVERS.append(_remember_tool_calls)

@@ -6,7 +6,7 @@ import json
 import time
 from datetime import UTC, datetime
 from functools import lru_cache
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from typing import Any
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode

@@ -14,12 +14,11 @@ elicitation's ``toolCallId``, made unique in the session; otherwise ``question_<
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.acp.sdk import RequestError
-from app.errors import InvalidRequest
-from app.translate.drafts import QUESTION_REQUESTED, QUESTION_RESOLVED
-from app.translate.hitl import (
+from app.events.model import QUESTION_REQUESTED, QUESTION_RESOLVED
+from app.translate.hitl_shapes import (
     ELICITATION_ACCEPT,
     ELICITATION_CANCEL,
     ELICITATION_DECLINE,
@@ -31,27 +30,23 @@ from app.translate.hitl import (
     question_data,
 )
 
-from . import services
-from .hitl import HumanRequest, RequestBook, response_raw
-from .session import Session
+from .request_book import HumanRequest, RequestBook, response_raw
+
+if TYPE_CHECKING:
+    from .session import Session
 
 ELICITATION = "elicitation/create"
 EXTENSION = "_sandbox-agent/session/request_question"
-STATE_KEY = "questions"
+QuestionRequest = HumanRequest[QuestionInfo]
 
 
-class Questions(RequestBook):
+class Questions(RequestBook[QuestionInfo]):
+    """A session's questions (elicitations and the legacy-shaped extension request)."""
+
     kind = "question"
 
-    def cancelled(self, session: Session, request: HumanRequest) -> None:
+    def record_cancelled(self, session: Session, request: QuestionRequest) -> None:
         _record_resolved(session, request, None, "rejected", _cancel_result(request.method))
-
-
-def book(session: Session) -> Questions:
-    state = session.extensions.get(STATE_KEY)
-    if state is None:
-        state = session.extensions[STATE_KEY] = Questions()
-    return state  # type: ignore[no-any-return]
 
 
 def _cancel_result(method: str) -> dict[str, Any]:
@@ -62,19 +57,21 @@ def _reject_result(method: str) -> dict[str, Any]:
     return {"action": ELICITATION_DECLINE} if method == ELICITATION else {"outcome": "rejected"}
 
 
-def _answer_result(request: HumanRequest, answers: list[list[str]]) -> dict[str, Any]:
+def _answer_result(request: QuestionRequest, answers: list[list[str]]) -> dict[str, Any]:
     if request.method == ELICITATION:
         return {"action": ELICITATION_ACCEPT, "content": elicitation_content(request.info.schema, answers)}
     return {"outcome": "answered", "answers": answers}
 
 
-def _record_resolved(session: Session, request: HumanRequest, response: str | None, status: str, result: Any) -> None:
-    info: QuestionInfo = request.info
+def _record_resolved(
+    session: Session, request: QuestionRequest, response: str | None, status: str, result: Any
+) -> None:
+    info = request.info
     data = question_data(request.public_id, info.prompt, info.options, response, status)
     session.record_one(QUESTION_RESOLVED, data, synthetic=True, raw=response_raw(request, result))
 
 
-def _reject(session: Session, request: HumanRequest) -> None:
+def _reject(session: Session, request: QuestionRequest) -> None:
     result = _reject_result(request.method)
     if request.book.finish(session, request, result):
         _record_resolved(session, request, None, "rejected", result)
@@ -82,11 +79,12 @@ def _reject(session: Session, request: HumanRequest) -> None:
 
 # ---- agent side ----------------------------------------------------------------------------------
 def _is_form(params: dict[str, Any]) -> bool:
-    return params.get("mode", "form") == "form"
+    return bool(params.get("mode", "form") == "form")
 
 
 def _register(session: Session, message: dict[str, Any], info: QuestionInfo) -> None:
-    request = book(session).add(session, message, info, info.candidates, "question", _cancel_result(message["method"]))
+    cancel_result = _cancel_result(message["method"])
+    request = session.questions.add(session, message, info, info.candidates, "question", cancel_result)
     data = question_data(request.public_id, info.prompt, info.options, None, "requested")
     session.record_one(QUESTION_REQUESTED, data, synthetic=False, raw=message)
     if session.ended:
@@ -112,20 +110,18 @@ def observe_extension(session: Session, message: dict[str, Any]) -> None:
 async def handle_elicitation(session: Session, params: Any, request_id: Any) -> Any:
     if isinstance(params, dict) and not _is_form(params):
         return {"action": ELICITATION_DECLINE}
-    return await book(session).wait(session, request_id, _reject)
+    return await session.questions.wait(session, request_id, _reject)
 
 
 async def handle_extension(session: Session, params: Any, request_id: Any) -> Any:
     if not isinstance(params, dict):
         raise RequestError.invalid_params({"message": "params must be an object"})
-    return await book(session).wait(session, request_id, _reject)
+    return await session.questions.wait(session, request_id, _reject)
 
 
 # ---- HTTP side -----------------------------------------------------------------------------------
-def _lookup(session: Session, question_id: str) -> tuple[Questions, HumanRequest]:
-    questions: Questions | None = session.extensions.get(STATE_KEY)
-    if questions is None:
-        raise InvalidRequest(f"unknown question id: {question_id}")
+def _lookup(session: Session, question_id: str) -> tuple[Questions, QuestionRequest]:
+    questions = session.questions
     request = questions.lookup(question_id)
     questions.check_session(session, request)
     return questions, request
@@ -143,13 +139,3 @@ def reject(session: Session, question_id: str) -> None:
     """``POST .../questions/{id}/reject``."""
     _, request = _lookup(session, question_id)
     _reject(session, request)
-
-
-services.register(
-    services.ClientService(ELICITATION, handle_elicitation, observe_elicitation, {"elicitation": {"form": {}}})
-)
-services.register(
-    services.ClientService(
-        EXTENSION, handle_extension, observe_extension, {"_meta": {"sandbox-agent/requestQuestion": {}}}
-    )
-)

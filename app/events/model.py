@@ -1,4 +1,4 @@
-"""What translation produces: legacy events before the log gives them a sequence."""
+"""The event model: legacy events before the log gives them a sequence (drafts), the 13 event types, raw payloads."""
 
 from __future__ import annotations
 
@@ -77,9 +77,9 @@ def item_raw(kept: list[Any]) -> Any:
 def raw_json_text(raw: Any) -> str | None:
     """The JSON of a raw payload when it is at hand without serialising: a message's own text,
     or a list of kept messages that all have theirs. None otherwise."""
-    text = getattr(raw, "json_text", None)
+    text: str | None = getattr(raw, "json_text", None)
     if text is not None:
-        return text  # type: ignore[no-any-return]
+        return text
     if type(raw) is list and raw:
         parts: list[str] = []
         for entry in raw:

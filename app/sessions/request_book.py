@@ -1,9 +1,10 @@
 """What permissions and questions share: agent requests that wait for a person.
 
-Each request is registered in wire order (``observe``), answered exactly once (a reply, an automatic
-decision, a timeout, or a cancel), and waited for by the SDK's handler task (``wait``). Cancels go
-through ``Session.cancel_one``/``cancel_pending``, whose hook records the resolved event here, so no
-request can stay pending after a terminate, an agent exit, a `session/cancel` or a `$/cancel_request`.
+Each request is registered in wire order (``add``, from the client services' ``observe``), answered
+exactly once (a reply, an automatic decision, a timeout, or a cancel), and waited for by the SDK's
+handler task (``wait``). Cancels go through ``Session.cancel_one``/``cancel_pending``, which call the
+book's ``on_cancelled``, so no request can stay pending after a terminate, an agent exit, a
+`session/cancel` or a `$/cancel_request`.
 """
 
 from __future__ import annotations
@@ -11,90 +12,92 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from app.acp.sdk import RequestError
 from app.errors import InvalidRequest
-from app.translate.hitl import allocate_id
+from app.translate.hitl_shapes import allocate_id
 
-from .session import CANCEL_HOOKS, PendingRequest, Session
+if TYPE_CHECKING:
+    from .session import Session
 
-DATA_KEY = "hitl"
+Info = TypeVar("Info")
 
 
 @dataclass(slots=True, eq=False)
-class HumanRequest:
+class HumanRequest(Generic[Info]):
     """One agent request that waits for a person."""
 
-    book: RequestBook
+    book: RequestBook[Info]
     public_id: str  # permission_id / question_id
     request_id: Any  # the JSON-RPC id of the agent's request
     method: str
     raw: dict[str, Any]
-    pending: PendingRequest
-    info: Any
+    info: Info
+    future: asyncio.Future[Any]
+    cancel_result: Any  # what the agent gets if the request is cancelled
     resolved: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class RequestBook:
+class RequestBook(Generic[Info]):
     """A session's requests of one kind (permission or question), by public id."""
 
     kind = "request"
 
     def __init__(self) -> None:
-        self.open: dict[str, HumanRequest] = {}
+        self.open: dict[str, HumanRequest[Info]] = {}
         # Cancelled because the session ended, never replied to: a late reply gets the ended error.
-        self.orphaned: dict[str, HumanRequest] = {}
+        self.orphaned: dict[str, HumanRequest[Info]] = {}
         self.used: set[str] = set()
-        self._by_request: dict[Any, HumanRequest] = {}
+        self._by_request: dict[Any, HumanRequest[Info]] = {}
 
     # ---- agent side --------------------------------------------------------------------------
     def add(
         self,
         session: Session,
         message: dict[str, Any],
-        info: Any,
+        info: Info,
         candidates: tuple[str, ...],
         prefix: str,
         cancel_result: Any,
-    ) -> HumanRequest:
+    ) -> HumanRequest[Info]:
         public_id = allocate_id(candidates, self.used, prefix)
         self.used.add(public_id)
         request_id = message.get("id")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        pending = PendingRequest(request_id, str(message.get("method")), future, cancel_result)
-        request = HumanRequest(self, public_id, request_id, pending.method, message, pending, info)
-        pending.data[DATA_KEY] = request
-        session.add_pending(request_id, pending)
+        request = HumanRequest(
+            self, public_id, request_id, str(message.get("method")), message, info, future, cancel_result
+        )
+        session.pending[request_id] = request
         self.open[public_id] = request
         self._by_request[request_id] = request
         return request
 
-    def finish(self, session: Session, request: HumanRequest, result: Any) -> bool:
+    def finish(self, session: Session, request: HumanRequest[Info], result: Any) -> bool:
         """Answer the agent. False when the request was already answered."""
         if request.resolved:
             return False
         request.resolved = True
         self.open.pop(request.public_id, None)
-        if session.pending.get(request.request_id) is request.pending:
+        if session.pending.get(request.request_id) is request:
             del session.pending[request.request_id]
-        if not request.pending.future.done():
-            request.pending.future.set_result(result)
+        if not request.future.done():
+            request.future.set_result(result)
         return True
 
     async def wait(
         self,
         session: Session,
         request_id: Any,
-        on_timeout: Callable[[Session, HumanRequest], None],
+        on_timeout: Callable[[Session, HumanRequest[Info]], None],
     ) -> Any:
         """The answer for the agent (the SDK handler task awaits this)."""
         request = self._by_request.pop(request_id, None)
         if request is None:
             raise RequestError.invalid_params({"message": f"malformed {request_id!r} request"})
-        future = request.pending.future
-        timeout = float(getattr(session.settings, "hitl_timeout", 0) or 0)
+        future = request.future
+        timeout = session.settings.hitl_timeout
         if timeout > 0 and not future.done():
             try:
                 await asyncio.wait_for(asyncio.shield(future), timeout)
@@ -103,14 +106,14 @@ class RequestBook:
         return await future
 
     # ---- HTTP side -------------------------------------------------------------------------------
-    def lookup(self, public_id: str) -> HumanRequest:
+    def lookup(self, public_id: str) -> HumanRequest[Info]:
         """Legacy step 2: the waiting entry, else 400 ``unknown <kind> id``."""
         request = self.open.get(public_id) or self.orphaned.pop(public_id, None)
         if request is None:
             raise InvalidRequest(f"unknown {self.kind} id: {public_id}")
         return request
 
-    def check_session(self, session: Session, request: HumanRequest) -> None:
+    def check_session(self, session: Session, request: HumanRequest[Info]) -> None:
         """Legacy step 4: an ended session drops the entry and refuses (400 terminated / 500 exited)."""
         if not session.ended:
             return
@@ -120,27 +123,23 @@ class RequestBook:
         session.check_accepting()
 
     # ---- cancel ----------------------------------------------------------------------------------
-    def cancelled(self, session: Session, request: HumanRequest) -> None:
+    def on_cancelled(self, session: Session, request: HumanRequest[Info]) -> None:
+        """The request was answered with its cancel result: forget it, and record its resolved
+        event (unless the server is stopping)."""
+        if request.resolved:
+            return
+        request.resolved = True
+        self.open.pop(request.public_id, None)
+        if session.ended:
+            self.orphaned[request.public_id] = request
+        if not session.shutting_down:
+            self.record_cancelled(session, request)
+
+    def record_cancelled(self, session: Session, request: HumanRequest[Info]) -> None:
         """Record the resolved event of a request answered with its cancel result."""
         raise NotImplementedError
 
 
-def response_raw(request: HumanRequest, result: Any) -> dict[str, Any]:
+def response_raw(request: HumanRequest[Any], result: Any) -> dict[str, Any]:
     """The JSON-RPC response the agent receives (kept as the resolved event's raw)."""
     return {"jsonrpc": "2.0", "id": request.request_id, "result": result}
-
-
-def _on_cancel(session: Session, key: Any, pending: PendingRequest) -> None:
-    request = pending.data.get(DATA_KEY)
-    if not isinstance(request, HumanRequest) or request.resolved:
-        return
-    request.resolved = True
-    book = request.book
-    book.open.pop(request.public_id, None)
-    if session.ended:
-        book.orphaned[request.public_id] = request
-    if not session.shutting_down:
-        book.cancelled(session, request)
-
-
-CANCEL_HOOKS.append(_on_cancel)

@@ -12,8 +12,6 @@ from app.acp.sdk import RequestError
 from app.fs import ops
 from app.fs.paths import confinement, os_message
 
-from . import services
-
 if TYPE_CHECKING:
     from .session import Session
 
@@ -25,7 +23,7 @@ def checked_path(session: Session, path: str) -> str:
     """ACP paths are absolute; with confinement on they must stay inside a root."""
     if not os.path.isabs(path):
         raise RequestError(-32602, f"Invalid params: path must be absolute: {path}", {"path": path})
-    fence = confinement(tuple(getattr(session.settings, "fs_roots", ()) or ()))
+    fence = confinement(tuple(session.settings.fs_roots))
     if not fence.allows(path):
         raise RequestError(
             INTERNAL_ERROR, f"Permission denied: {path} is outside the allowed filesystem roots", {"path": path}
@@ -58,11 +56,3 @@ async def write_text_file(session: Session, params: Any, request_id: Any) -> dic
     except OSError as exc:
         raise _os_failure(exc, path) from exc
     return {}  # the schema wants an empty object, not null
-
-
-services.register(
-    services.ClientService("fs/read_text_file", read_text_file, capability={"fs": {"readTextFile": True}})
-)
-services.register(
-    services.ClientService("fs/write_text_file", write_text_file, capability={"fs": {"writeTextFile": True}})
-)

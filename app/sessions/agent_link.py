@@ -1,0 +1,210 @@
+"""A session's link to its agent: the process, the ACP connection, the handshake (`initialize`,
+`session/new`, then the requested mode and model), the watch for the process's exit, and the stop.
+It owns the watcher task; it records no events (the session does)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from app.acp.connection import AgentConnection, AgentObserver
+from app.acp.orphans import ProcessRegistry
+from app.acp.process import AgentProcess, ExitInfo
+from app.acp.sdk import RequestError
+from app.acp.shapes import NewSessionResult
+from app.agents.registry import AgentSpec
+from app.errors import AgentNotInstalled, AgentProcessExited, StreamError, Timeout
+from app.settings import Settings
+from app.translate.outgoing import session_new_params
+from app.translate.session_translator import SessionState
+
+from .config import SessionConfig
+
+
+@dataclass(slots=True)
+class NewSession:
+    """What the agent answered to `session/new`, and the exchange itself (session.started raw)."""
+
+    native_session_id: str
+    result: NewSessionResult
+    raw: list[Any] = field(default_factory=list)
+
+
+class AgentLink:
+    def __init__(
+        self, session_id: str, spec: AgentSpec, settings: Settings, processes: ProcessRegistry | None = None
+    ) -> None:
+        self.session_id = session_id
+        self.spec = spec
+        self.settings = settings
+        self.processes = processes
+        self.process: AgentProcess | None = None
+        self.connection: AgentConnection | None = None
+        self._watcher: asyncio.Task[None] | None = None
+
+    # ---- start ---------------------------------------------------------------------------
+    async def start(
+        self,
+        observer: AgentObserver,
+        capabilities: dict[str, Any],
+        config: SessionConfig,
+        cwd: str,
+        state: SessionState,
+    ) -> NewSession:
+        """Spawn the agent and shake hands; on failure the process is stopped and the legacy error raised."""
+        await self.spawn(observer, cwd)
+        try:
+            return await asyncio.wait_for(
+                self._handshake(capabilities, config, cwd, state), self.settings.agent_start_timeout
+            )
+        except BaseException as exc:
+            error = await self.start_failure(exc)
+            await self.stop()
+            if error is None:
+                raise
+            raise error from exc
+
+    async def spawn(self, observer: AgentObserver, cwd: str) -> None:
+        """Start the agent process and its connection (no ACP request yet)."""
+        argv = self.spec.command
+        if not argv:
+            raise AgentNotInstalled(self.spec.id)
+        env = dict(self.spec.env)
+        if self.spec.is_mock:
+            env.setdefault("ACP_BRIDGE_MOCK_PACING_MS", str(self.settings.mock_pacing_ms))
+            # Where the mock keeps its sessions, for session/load after a restart.
+            env.setdefault("ACP_BRIDGE_MOCK_STATE_DIR", str(self.settings.resolved_data_dir() / "mock"))
+        try:
+            self.process = await AgentProcess.spawn(
+                argv,
+                env=env,
+                cwd=cwd,
+                stderr_line_limit=self.settings.stderr_line_limit,
+                processes=self.processes,
+            )
+        except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+            raise AgentNotInstalled(self.spec.id, {"message": str(exc)}) from exc
+        self.connection = AgentConnection(self.process, observer)
+        if self.settings.transcript_dir is not None:
+            self.connection.record_transcript(self.settings.transcript_dir, self.session_id)
+
+    async def _handshake(
+        self, capabilities: dict[str, Any], config: SessionConfig, cwd: str, state: SessionState
+    ) -> NewSession:
+        assert self.connection is not None
+        await self.connection.initialize(capabilities)
+        params = session_new_params(
+            cwd=cwd,
+            session_id=self.session_id,
+            agent=config.agent,
+            agent_mode=config.agent_mode,
+            permission_mode=config.permission_mode,
+            model=config.model,
+            variant=config.variant,
+            agent_version=config.agent_version,
+            title=config.title,
+            skills=config.skills,
+            mcp=config.mcp,
+        )
+        result = await self.connection.request("session/new", params)
+        if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
+            raise StreamError("agent answered session/new without a sessionId")
+        request = {"jsonrpc": "2.0", "method": "session/new", "params": params}
+        answer = cast(NewSessionResult, result)
+        new = NewSession(answer["sessionId"], answer, [request, {"jsonrpc": "2.0", "result": result}])
+        self.spec.learn(dict(self.connection.initialize_result), result)
+        await self.apply_modes(new, config, state)
+        return new
+
+    async def apply_modes(self, new: NewSession, config: SessionConfig, state: SessionState) -> None:
+        """Ask the agent for the requested mode/model when it offers them (session/new result)."""
+        assert self.connection is not None
+        result: dict[str, Any] = dict(new.result)  # fields still checked: the agent may send anything
+        modes = result.get("modes")
+        if isinstance(modes, dict):
+            current = modes.get("currentModeId")
+            available = {m.get("id") for m in modes.get("availableModes") or [] if isinstance(m, dict)}
+            state.mode = current if isinstance(current, str) else None
+            wanted = config.agent_mode
+            if wanted in available and wanted != current:
+                await self.connection.request(
+                    "session/set_mode", {"sessionId": new.native_session_id, "modeId": wanted}
+                )
+                state.mode = wanted
+        options = result.get("configOptions")
+        if isinstance(options, list):
+            for option in options:
+                if not isinstance(option, dict) or option.get("category") != "model":
+                    continue
+                values = {o.get("value") for o in option.get("options") or [] if isinstance(o, dict)}
+                wanted_model = config.model
+                if wanted_model in values and wanted_model != option.get("currentValue"):
+                    await self.connection.request(
+                        "session/set_config_option",
+                        {"sessionId": new.native_session_id, "configId": option.get("id"), "value": wanted_model},
+                    )
+
+    async def start_failure(self, exc: BaseException) -> Exception | None:
+        """The legacy error for a failed start, once the process has had a moment to exit."""
+        if isinstance(exc, TimeoutError):
+            return Timeout(f"agent did not finish initialize/session/new in {self.settings.agent_start_timeout}s")
+        if isinstance(exc, ConnectionError | BrokenPipeError | ConnectionResetError):
+            assert self.process is not None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.process.wait(), 3.0)
+            info = self.process.exit_info()
+            code = info.code if info.code is not None else (-info.signal if info.signal else None)
+            return AgentProcessExited(self.spec.id, code, self.process.stderr.text())
+        if isinstance(exc, RequestError):
+            return StreamError(f"agent refused to start a session: {exc} ({exc.code})")
+        return None
+
+    # ---- running -------------------------------------------------------------------------
+    def watch(self, on_exit: Callable[[ExitInfo], None], ended: Callable[[], bool]) -> None:
+        """Call ``on_exit`` once the process has exited by itself and everything it wrote has been
+        read; not when the session ``ended`` first."""
+        self._watcher = asyncio.create_task(self._watch(on_exit, ended), name=f"session-watch-{self.session_id}")
+
+    async def _watch(self, on_exit: Callable[[ExitInfo], None], ended: Callable[[], bool]) -> None:
+        assert self.process is not None and self.connection is not None
+        await self.process.wait()
+        if ended():
+            return  # terminated: the connection is closed, no EOF to wait for
+        # Everything the agent wrote before it died is processed before its death is recorded.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.connection.transport.eof.wait(), 2.0)
+        if not ended():
+            on_exit(self.process.exit_info())
+
+    def stop_watching(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+
+    @property
+    def prompt_capabilities(self) -> dict[str, Any]:
+        return self.connection.prompt_capabilities if self.connection is not None else {}
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        assert self.connection is not None
+        return await self.connection.request(method, params)
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        assert self.connection is not None
+        await self.connection.notify(method, params)
+
+    def stderr_text(self) -> str | None:
+        return self.process.stderr.text() if self.process is not None else None
+
+    # ---- stop ----------------------------------------------------------------------------
+    async def stop(self) -> None:
+        """Close the connection, stop the process group, close the transcript."""
+        if self.connection is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.connection.close(), 2.0)
+        if self.process is not None:
+            await self.process.stop(self.settings.agent_kill_grace)
+        if self.connection is not None:
+            await self.connection.close_transcript()

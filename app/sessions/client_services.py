@@ -1,0 +1,140 @@
+"""The bridge's ACP *client*: what it answers when an agent asks (permissions, elicitation, files,
+terminals), the notifications it reads besides `session/update`, and the client capabilities that
+follow from them.
+
+Built once by ``create_app`` and shared by every session. A request has up to two parts:
+``observe`` runs synchronously, in wire order, when the request arrives (events are recorded
+there); ``handle`` runs in the SDK's task for the request and returns the result (or raises
+``acp.RequestError``). Only the methods listed here are advertised in ``initialize``, less those an
+agent's profile disables. To add a client method: write its handler (a module of this package),
+add one ``ClientMethod`` line to ``ClientServices.__init__``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from app.acp.sdk import RequestError
+from app.translate.extensions import ERROR_NOTIFICATION
+
+from . import file_service, permission_requests, question_requests, terminals
+
+if TYPE_CHECKING:
+    from .session import Session
+
+Handle = Callable[["Session", Any, Any], Awaitable[Any]]
+Observe = Callable[["Session", dict[str, Any]], None]
+Notification = Callable[["Session", dict[str, Any]], None]
+
+
+@dataclass(slots=True, frozen=True)
+class ClientMethod:
+    """One agent->client request method the bridge answers."""
+
+    method: str
+    handle: Handle
+    observe: Observe | None = None
+    # The part of ``clientCapabilities`` this method makes true, deep-merged with the others.
+    capability: dict[str, Any] = field(default_factory=dict)
+
+
+class ClientServices:
+    """Every ACP client method and notification the bridge serves, by JSON-RPC method name."""
+
+    def __init__(self, methods: list[ClientMethod] | None = None) -> None:
+        if methods is None:
+            # In this order (the order of clientCapabilities' members).
+            methods = [
+                ClientMethod(
+                    "fs/read_text_file", file_service.read_text_file, capability={"fs": {"readTextFile": True}}
+                ),
+                ClientMethod(
+                    "fs/write_text_file", file_service.write_text_file, capability={"fs": {"writeTextFile": True}}
+                ),
+                ClientMethod(permission_requests.METHOD, permission_requests.handle, permission_requests.observe),
+                ClientMethod(
+                    question_requests.ELICITATION,
+                    question_requests.handle_elicitation,
+                    question_requests.observe_elicitation,
+                    {"elicitation": {"form": {}}},
+                ),
+                ClientMethod(
+                    question_requests.EXTENSION,
+                    question_requests.handle_extension,
+                    question_requests.observe_extension,
+                    {"_meta": {"sandbox-agent/requestQuestion": {}}},
+                ),
+                ClientMethod("terminal/create", terminals.create, capability={"terminal": True}),
+                ClientMethod("terminal/output", terminals.output),
+                ClientMethod("terminal/wait_for_exit", terminals.wait_for_exit),
+                ClientMethod("terminal/kill", terminals.kill),
+                ClientMethod("terminal/release", terminals.release),
+            ]
+        self.methods: dict[str, ClientMethod] = {m.method: m for m in methods}
+        # Notifications from the agent other than session/update.
+        self.notifications: dict[str, Notification] = {
+            "$/cancel_request": cancel_request,
+            ERROR_NOTIFICATION: agent_error,
+        }
+
+    def client_capabilities(self, disabled: frozenset[str] = frozenset()) -> dict[str, Any]:
+        caps: dict[str, Any] = {}
+        for method, service in self.methods.items():
+            if method not in disabled:
+                _merge(caps, service.capability)
+        return caps
+
+    # ---- called by the session, in wire order (must not await) ---------------------------------
+    def observe_update(self, session: Session, message: dict[str, Any]) -> None:
+        """Every `session/update`, before it is translated."""
+        permission_requests.remember_tool_calls(session, message)
+
+    def observe_request(self, session: Session, method: str, message: dict[str, Any]) -> None:
+        service = self.methods.get(method)
+        if service is not None and service.observe is not None:
+            service.observe(session, message)
+
+    def notify(self, session: Session, method: str, message: dict[str, Any]) -> bool:
+        """Handle a notification; False when the bridge has no handler for it."""
+        handler = self.notifications.get(method)
+        if handler is None:
+            return False
+        handler(session, message)
+        return True
+
+    # ---- called in the SDK's task for the request ----------------------------------------------
+    async def handle(self, session: Session, method: str, params: Any, request_id: Any) -> Any:
+        service = self.methods.get(method)
+        if service is None or method in session.spec.disabled_services:
+            raise RequestError.method_not_found(method)
+        return await service.handle(session, params, request_id)
+
+
+def cancel_request(session: Session, message: dict[str, Any]) -> None:
+    """`$/cancel_request`: the agent no longer needs the answer to one of its requests. ACP still
+    wants it answered: a waiting request gets its cancel result at once (a permission
+    ``cancelled``, an elicitation ``cancel``), and its book records what happened."""
+    params = message.get("params")
+    if not isinstance(params, dict) or "requestId" not in params:
+        session.record(session.translator.unparsed("$/cancel_request without requestId", "$/cancel_request", message))
+        return
+    request_id = params["requestId"]
+    for key, pending in list(session.pending.items()):
+        if pending.request_id == request_id:
+            session.cancel_one(key)
+
+
+def agent_error(session: Session, message: dict[str, Any]) -> None:
+    """`_sandbox-agent/error`: a legacy error event the agent reports."""
+    session.record(session.translator.agent_error(message.get("params"), message))
+
+
+def _merge(into: dict[str, Any], extra: dict[str, Any]) -> None:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value)
