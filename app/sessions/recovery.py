@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -30,7 +29,6 @@ from app.acp.shapes import NewSessionResult
 from app.errors import BridgeError, StreamError
 from app.events.model import (
     ITEM_COMPLETED,
-    ITEM_DELTA,
     ITEM_STARTED,
     PERMISSION_REQUESTED,
     PERMISSION_RESOLVED,
@@ -50,8 +48,6 @@ if TYPE_CHECKING:
     from app.events.store import EventStore
 
     from .session import Session
-
-log = logging.getLogger("acp_rest_bridge.recovery")
 
 META = "sandbox-agent/resume"
 
@@ -116,6 +112,19 @@ def adopt(record: dict[str, Any]) -> Recovery | None:
 
 
 # ---- reading the end of the log ---------------------------------------------------------------------
+_READ = frozenset(
+    {
+        ITEM_STARTED,
+        ITEM_COMPLETED,
+        TURN_STARTED,
+        TURN_ENDED,
+        PERMISSION_REQUESTED,
+        PERMISSION_RESOLVED,
+        QUESTION_REQUESTED,
+        QUESTION_RESOLVED,
+        SESSION_ENDED,
+    }
+)
 _ITEM_N = re.compile(r"^itm_(\d+)$")
 _TURN_N = re.compile(r"^turn_(\d+)$")
 _USER_N = re.compile(r"^user_(\d+)$")
@@ -156,8 +165,6 @@ def _apply(state: LogState, event_type: str, data: dict[str, Any]) -> None:
                 state.open_items[item_id] = item
             else:
                 state.open_items.pop(item_id, None)
-    elif event_type == ITEM_DELTA:
-        state.items = max(state.items, _n(_ITEM_N, data.get("item_id")))
     elif event_type == TURN_STARTED:
         state.turns = max(state.turns, _n(_TURN_N, data.get("turn_id")))
         state.open_turn = data.get("turn_id") if isinstance(data.get("turn_id"), str) else None
@@ -192,6 +199,8 @@ async def read_log_end(store: EventStore, session_id: str, last_sequence: int) -
             break
         page = []
         for event in events:
+            if event.type not in _READ:
+                continue  # deltas (most of a long turn) change nothing that is read here
             try:
                 data = json.loads(event.json).get("data")
             except (ValueError, AttributeError):
@@ -226,6 +235,7 @@ async def settle(session: Session, store: EventStore) -> None:
         # Its end was logged but its record not updated before the stop: it ended, it stays ended.
         session.recovery = None
         session.restored_as_ended("terminated" if found.ended.get("reason") == "terminated" else "error")
+        session.save()
         return
     seed_counters(session, found)
     if not state.settled:
