@@ -194,7 +194,8 @@ def test_an_agent_that_cannot_continue_gets_a_new_session_that_says_so(tmp_path:
         second.stop()
 
 
-def test_kill9_mid_turn_ends_the_turn_and_resolves_pending_requests(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [_kill9, _sigterm], ids=["kill9", "sigterm"])
+def test_a_stop_mid_turn_ends_the_turn_and_resolves_pending_requests(tmp_path: Path, stop: Any) -> None:
     data = tmp_path / "data"
     first = _start(tmp_path, data)
     client = first.client()
@@ -206,7 +207,7 @@ def test_kill9_mid_turn_ends_the_turn_and_resolves_pending_requests(tmp_path: Pa
     send(client, "asks", "permission")
     wait_for_events(client, "asks", until_type("permission.requested", 2))
     before = {sid: events(client, sid) for sid in ("busy", "asks")}
-    _kill9(first)
+    stop(first)
 
     second = _start(tmp_path, data)
     try:

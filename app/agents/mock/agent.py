@@ -218,6 +218,7 @@ class MockAgent:
         session["prompt_meta"] = params.get("_meta") or {}
         session["reply"] = []
         ctx = Context(prefix=f"mock_{session['n']}", message=text.strip(), session=session, agent=self)
+        memory.remember_prompt(session, ctx.message)
         steps = script_for(ctx)
         try:
             for index, step in enumerate(steps):
@@ -227,7 +228,7 @@ class MockAgent:
                     await asyncio.sleep(self._pace)
                 await self.run_step(session_id, step, ctx)
         finally:
-            memory.remember(session, ctx.message, "".join(session.pop("reply", [])))
+            memory.remember_reply(session, ctx.message, "".join(session.pop("reply", [])))
         if session_id in self._cancelled:
             return {"stopReason": "cancelled"}
         if ctx.result_meta:

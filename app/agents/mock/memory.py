@@ -1,7 +1,8 @@
 """What the mock remembers of a session, on disk, so that ``session/load`` works after the bridge
-restarts: each prompt and the text of the mock's reply, one JSON line per turn, in
-``$ACP_BRIDGE_MOCK_STATE_DIR/<sha256 of the session id>.jsonl``. Without that variable the mock
-keeps nothing and does not advertise ``loadSession``.
+restarts: each prompt when it arrives (``{"prompt": ...}``) and the text of the mock's reply when
+the turn ends (``{"reply": ...}``), one JSON line each, in
+``$ACP_BRIDGE_MOCK_STATE_DIR/<sha256 of the session id>.jsonl``; a turn cut short keeps its prompt.
+Without that variable the mock keeps nothing and does not advertise ``loadSession``.
 
 ``history`` answers with what the session was told before, so a restart that kept the conversation
 shows.
@@ -43,14 +44,18 @@ def load(session_id: str) -> list[dict[str, str]] | None:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError:
         return None
-    turns = []
+    turns: list[dict[str, str]] = []
     for line in lines:
         try:
             entry = json.loads(line)
         except ValueError:
             continue  # a line cut by a kill
-        if isinstance(entry, dict):
-            turns.append({"prompt": str(entry.get("prompt", "")), "reply": str(entry.get("reply", ""))})
+        if not isinstance(entry, dict):
+            continue
+        if "prompt" in entry:
+            turns.append({"prompt": str(entry["prompt"]), "reply": ""})
+        elif "reply" in entry and turns:
+            turns[-1]["reply"] = str(entry["reply"])
     return turns
 
 
@@ -64,10 +69,19 @@ def forget(session_id: str) -> None:
             pass
 
 
-def remember(session: dict[str, Any], prompt: str, reply: str) -> None:
-    entry = {"prompt": prompt[:PROMPT_KEPT], "reply": reply[:REPLY_KEPT]}
-    session.setdefault("history", []).append(entry)
-    path = _path(session["id"])
+def remember_prompt(session: dict[str, Any], prompt: str) -> None:
+    """Kept as soon as it arrives: a turn the bridge's stop cuts short is remembered too."""
+    _write(session["id"], {"prompt": prompt[:PROMPT_KEPT]})
+
+
+def remember_reply(session: dict[str, Any], prompt: str, reply: str) -> None:
+    """At the end of the turn: the history ``history`` lists, and the reply for a replay."""
+    session.setdefault("history", []).append({"prompt": prompt[:PROMPT_KEPT], "reply": reply[:REPLY_KEPT]})
+    _write(session["id"], {"reply": reply[:REPLY_KEPT]})
+
+
+def _write(session_id: str, entry: dict[str, str]) -> None:
+    path = _path(session_id)
     if path is None:
         return
     try:
