@@ -143,3 +143,21 @@ class Timeout(BridgeError):
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__("timeout", details={"message": message} if message else None)
+
+
+class InternalError(BridgeError):
+    """Anything the handlers did not expect: still a ProblemDetails body, never a plain-text 500."""
+
+    error_type, title, status = "internal_error", "Internal Server Error", 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"internal error: {message}", details={"message": message})
+
+
+class ServiceUnavailable(BridgeError):
+    """The server is out of a resource it needs right now (file descriptors): try again later."""
+
+    error_type, title, status = "service_unavailable", "Service Unavailable", 503
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"service unavailable: {message}", details={"message": message})

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import gc
 import json
+import logging
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -26,6 +27,8 @@ from app.sessions.manager import SessionManager
 from app.settings import Settings
 
 VERSION = "0.1.0"
+LOG_FORMAT = "%(levelname)-9s %(name)s: %(message)s"
+SHUTDOWN_GRACE = 2  # seconds (uvicorn takes whole seconds)
 ROUTERS = [
     health.router,
     agents.router,
@@ -70,6 +73,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             gc.freeze()
             yield
         finally:
+            if registry.installer is not None:
+                await registry.installer.shutdown()
             await manager.shutdown()
             processes.close()
             store.close()  # commits every event still queued
@@ -165,6 +170,12 @@ def cli(argv: Sequence[str] | None = None) -> None:
             "acp-rest-bridge: --cors-allow-credentials needs explicit --cors-allow-method and "
             "--cors-allow-header values (browsers reject credentials with wildcards)"
         )
+    if "*" in settings.cors_allow_origin:
+        # As legacy: a wildcard is not an origin; it would otherwise silently match nothing.
+        sys.exit(
+            "acp-rest-bridge: --cors-allow-origin '*' is not supported: list each allowed origin "
+            "(e.g. -O http://localhost:5173), repeating the flag"
+        )
     try:
         app = create_app(settings)
         app.state.store.open()  # here, so a locked or unusable data dir is a one-line error
@@ -172,5 +183,18 @@ def cli(argv: Sequence[str] | None = None) -> None:
         sys.exit(f"acp-rest-bridge: {exc}")
     import uvicorn
 
+    # The bridge's own records (and the ACP SDK's, which go to the root logger) at the chosen level.
+    level = logging.getLevelName(settings.log_level.upper())
+    logging.basicConfig(level=level if isinstance(level, int) else logging.INFO, format=LOG_FORMAT)
     # The legacy API has no WebSocket route: no WebSocket library is loaded.
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False, ws="none")
+    # SIGTERM: requests still running after SHUTDOWN_GRACE seconds (an npm install nobody waits for,
+    # a long create) are cancelled, which stops what they started, so the server exits promptly.
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        access_log=False,
+        ws="none",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE,
+    )

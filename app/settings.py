@@ -41,15 +41,22 @@ class Settings(BaseSettings):
     hitl_timeout: float = 0.0
     # Bytes of agent stderr kept per stderr line (longer lines are cut).
     stderr_line_limit: int = 4096
+    # Longest agent stdout line (one JSON-RPC message), bytes; a longer one is cut and reported as
+    # `agent.unparsed`, never held whole.
+    agent_line_limit: int = 64 * 1024 * 1024
 
     # Largest accepted request body (fs PUT and upload-batch included), as legacy: 2 MiB.
     body_limit: int = 2 * 1024 * 1024
+    # Most bytes one upload-batch archive may unpack to (sparse members count at their full size).
+    upload_unpacked_limit: int = 1024 * 1024 * 1024
 
     # Directories /v1/fs and the agents' fs/* requests are confined to (symlinks resolved); empty:
     # no confinement, as legacy. Env: a JSON list or `:`-separated paths.
     fs_roots: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # Newest events of each session kept in memory (besides those not yet written to disk).
     event_tail: int = 4096
+    # Largest file read for a message attachment (an image sent inline to the agent), bytes.
+    attachment_limit: int = 20 * 1024 * 1024
 
     # SSE comment keep-alive interval, seconds (0 disables).
     sse_keepalive: float = 15.0

@@ -16,19 +16,17 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from .process import AgentProcess
-from .sdk import PROTOCOL_VERSION, SDK_DIR, Connection, MessageSender, NdjsonTransport, RequestError, TaskSupervisor
+from pydantic import ValidationError
+
+from .process import STDOUT_LINE_LIMIT, AgentProcess
+from .sdk import PROTOCOL_VERSION, Connection, MessageSender, NdjsonTransport, RequestError, TaskSupervisor
 from .shapes import InitializeResult
 from .transcript import AGENT_TO_CLIENT, CLIENT_TO_AGENT, TranscriptWriter
 
+log = logging.getLogger("acp_rest_bridge.acp")
 
-def _not_from_sdk(record: logging.LogRecord) -> bool:
-    return not record.pathname.startswith(SDK_DIR)
-
-
-# The SDK logs expected events (non-JSON lines, notifications the bridge handles itself) at ERROR
-# with tracebacks, through the root logger; the bridge reports those as events instead.
-logging.getLogger().addFilter(_not_from_sdk)
+# How much of an over-long stdout line is kept for its agent.unparsed event.
+LONG_LINE_HEAD = 64 * 1024
 
 CLIENT_INFO = {"name": "acp-rest-bridge", "title": "ACP REST bridge", "version": "0.1.0"}
 
@@ -80,41 +78,93 @@ def parse_json(text: str) -> Any:
     return value
 
 
+def _preview(message: Any) -> str:
+    try:
+        return json.dumps(message, ensure_ascii=False, default=repr)[:200]
+    except Exception:
+        return repr(message)[:200]
+
+
+def _encode(message: Any) -> bytes:
+    text = getattr(message, "json_text", None)
+    return (text if isinstance(text, str) else _preview(message)).encode("utf-8", "replace")
+
+
 class ObservedTransport(NdjsonTransport):
-    def __init__(self, reader: asyncio.StreamReader, sender: MessageSender, observer: AgentObserver) -> None:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        sender: MessageSender,
+        observer: AgentObserver,
+        line_limit: int = STDOUT_LINE_LIMIT,
+    ) -> None:
         super().__init__(reader, sender)
         self._observer = observer
         self._batch: deque[dict[str, Any]] = deque()
         self._lines: deque[bytes] = deque()
         self._partial: list[bytes] = []
+        self._partial_size = 0
+        self.line_limit = line_limit
+        self._skipped = 0  # bytes of an over-long line skipped so far (0: none)
+        self._skipped_head = b""
         self.eof = asyncio.Event()
         # Wire transcript, when enabled: written before the message is handled or sent.
         self.transcript: TranscriptWriter | None = None
 
     async def _next_line(self) -> bytes | None:
         """The next stdout line (without its newline); None at EOF. Reads whatever the pipe holds
-        and splits it at once: a burst of notifications costs one await per read, not per line."""
+        and splits it at once: a burst of notifications costs one await per read, not per line.
+        A line longer than ``line_limit`` is not kept: its start is reported as unparsed and the
+        rest is skipped as it arrives, so memory stays bounded whatever the agent writes."""
         while not self._lines:
             chunk = await self._reader.read(1 << 16)
             if not chunk:
-                if self._partial:
-                    line = b"".join(self._partial)
-                    self._partial.clear()
-                    return line
-                return None
+                line = self._end_partial(b"")
+                self._partial.clear()
+                return line if line else None
             lines = chunk.split(b"\n")
             if len(lines) == 1:
-                self._partial.append(chunk)  # part of a long line
+                self._add_partial(chunk)  # part of a long line
                 continue
-            if self._partial:
-                self._partial.append(lines[0])
-                lines[0] = b"".join(self._partial)
-                self._partial.clear()
+            first = self._end_partial(lines[0])
             last = lines.pop()
+            if first is None:
+                del lines[0]
+            else:
+                lines[0] = first
             if last:
-                self._partial.append(last)
+                self._add_partial(last)
             self._lines.extend(lines)
         return self._lines.popleft()
+
+    def _add_partial(self, data: bytes) -> None:
+        if self._skipped:
+            self._skipped += len(data)
+            return
+        self._partial.append(data)
+        self._partial_size += len(data)
+        if self._partial_size > self.line_limit:
+            self._skipped = self._partial_size
+            self._skipped_head = b"".join(self._partial)[:LONG_LINE_HEAD]
+            self._partial.clear()
+            self._partial_size = 0
+
+    def _end_partial(self, tail: bytes) -> bytes | None:
+        """The line the pending pieces and ``tail`` make; None when it was over the limit."""
+        if not self._partial and not self._skipped:
+            if len(tail) <= self.line_limit:
+                return tail
+            self._skipped, self._skipped_head = 0, tail[:LONG_LINE_HEAD]
+        self._add_partial(tail)
+        if not self._skipped:
+            line = b"".join(self._partial)
+            self._partial.clear()
+            self._partial_size = 0
+            return line
+        size, head = max(self._skipped, len(tail)), self._skipped_head
+        self._skipped, self._skipped_head = 0, b""
+        self._unparsed(head, f"line of {size} bytes is over the limit of {self.line_limit} bytes: cut")
+        return None
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
@@ -136,18 +186,18 @@ class ObservedTransport(NdjsonTransport):
                 text = None  # json.loads still reads UTF-16 and UTF-32
             try:
                 message = json.loads(line) if text is None else parse_json(text)
-            except ValueError as exc:
-                self._observer.on_unparsed_line(line, f"invalid JSON: {exc}")
+            except (ValueError, RecursionError) as exc:
+                self._unparsed(line, f"invalid JSON: {exc}")
                 continue
             if isinstance(message, list):  # ACP v2 allows JSON-RPC batches; the SDK would drop the link
                 for entry in message:
                     if isinstance(entry, dict):
                         self._batch.append(entry)
                     else:
-                        self._observer.on_unparsed_line(json.dumps(entry).encode(), "batch entry is not an object")
+                        self._unparsed(json.dumps(entry).encode(), "batch entry is not an object")
                 continue
             if not isinstance(message, dict):
-                self._observer.on_unparsed_line(line, "JSON-RPC message is not an object")
+                self._unparsed(line, "JSON-RPC message is not an object")
                 continue
             message = WireMessage(message)
             # A CR (legal JSON whitespace) would end an SSE line: such a message is serialised anew.
@@ -161,15 +211,30 @@ class ObservedTransport(NdjsonTransport):
         observer's alone (the SDK would only spawn a task per notification to call a no-op)."""
         if self.transcript is not None:
             self.transcript.write(AGENT_TO_CLIENT, message)
-        self._observer.on_incoming(message)
+        try:
+            self._observer.on_incoming(message)
+        except Exception as exc:
+            # The receive loop is the SDK's: an exception here would end it silently and the session
+            # would hang. The message is recorded as unparsed instead, and the loop goes on.
+            log.exception("handling a message from the agent failed: %.200s", _preview(message))
+            self._unparsed(_encode(message), f"the bridge failed to handle this message: {type(exc).__name__}: {exc}")
         return "id" in message or "method" not in message
+
+    def _unparsed(self, line: bytes, error: str) -> None:
+        try:
+            self._observer.on_unparsed_line(line, error)
+        except Exception:
+            log.exception("recording an unparsed agent line failed (%s)", error)
 
     async def send(self, message: dict[str, Any]) -> None:
         if self.transcript is not None:
             # Before the write: the agent's answer may be read before `send` returns.
             self.transcript.write(CLIENT_TO_AGENT, message)
         # Before the write too: the answer to a request may be read before the write returns.
-        self._observer.on_outgoing(message)
+        try:
+            self._observer.on_outgoing(message)
+        except Exception:
+            log.exception("observing a message to the agent failed: %.200s", _preview(message))
         await super().send(message)
 
 
@@ -179,7 +244,12 @@ class AgentConnection:
         self._observer = observer
         self._supervisor = TaskSupervisor(source="acp-rest-bridge.connection")
         sender = MessageSender(process.stdin, self._supervisor)
-        self.transport = ObservedTransport(process.stdout, sender, _Correlator(observer, self))
+        self.transport = ObservedTransport(
+            process.stdout,
+            sender,
+            _Correlator(observer, self),
+            getattr(process, "stdout_line_limit", STDOUT_LINE_LIMIT),
+        )
         self._request_ids: dict[int, Any] = {}
         self.conn = Connection(self._dispatch, self.transport)
         self.agent_capabilities: dict[str, Any] = {}
@@ -241,7 +311,15 @@ class AgentConnection:
         if is_notification:
             return None  # handled in order by the observer already
         request_id = self._request_ids.pop(id(params), None) if isinstance(params, dict) else None
-        return await self._observer.handle_request(method, params, request_id)
+        try:
+            return await self._observer.handle_request(method, params, request_id)
+        except (RequestError, ValidationError, asyncio.CancelledError):
+            raise  # answered by the SDK as the ACP error they stand for
+        except Exception as exc:
+            # Logged here with its traceback (the SDK logs through the root logger only); the agent
+            # gets an internal error with the cause and the session goes on.
+            log.exception("client service %s failed (request id %r)", method, request_id)
+            raise RequestError.internal_error({"details": f"{type(exc).__name__}: {exc}"}) from exc
 
 
 class _Correlator:

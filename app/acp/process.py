@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 from collections import deque
@@ -15,6 +16,10 @@ from .orphans import ProcessRegistry
 
 # asyncio's per-read limit; the SDK reassembles longer lines, a large limit means fewer loops.
 STDOUT_LIMIT = 8 * 1024 * 1024
+# Longest stdout line kept (bytes); a longer one is reported cut, never buffered whole.
+STDOUT_LINE_LIMIT = 64 * 1024 * 1024
+
+log = logging.getLogger("acp_rest_bridge.agent")
 
 
 class StderrBuffer:
@@ -70,11 +75,17 @@ class ExitInfo:
 
 class AgentProcess:
     def __init__(
-        self, proc: asyncio.subprocess.Process, stderr: StderrBuffer, processes: ProcessRegistry | None = None
+        self,
+        proc: asyncio.subprocess.Process,
+        stderr: StderrBuffer,
+        stdout_line_limit: int = STDOUT_LINE_LIMIT,
+        processes: ProcessRegistry | None = None,
     ) -> None:
         self.proc = proc
         self.pid = proc.pid
         self.stderr = stderr
+        self.stdout_line_limit = stdout_line_limit
+        self._exit_logged = False
         self._processes = processes
         if processes is not None:
             processes.started(proc.pid)
@@ -88,6 +99,7 @@ class AgentProcess:
         env: Mapping[str, str],
         cwd: str,
         stderr_line_limit: int = 4096,
+        stdout_line_limit: int = STDOUT_LINE_LIMIT,
         processes: ProcessRegistry | None = None,
     ) -> AgentProcess:
         """Start ``argv``; with ``processes``, its group is recorded so a later run can end it."""
@@ -102,7 +114,8 @@ class AgentProcess:
             start_new_session=True,  # own process group: the whole tree can be signalled
             limit=STDOUT_LIMIT,
         )
-        return cls(proc, StderrBuffer(stderr_line_limit), processes)
+        log.info("agent started: pid %d, %s (cwd %s)", proc.pid, " ".join(argv), cwd)
+        return cls(proc, StderrBuffer(stderr_line_limit), stdout_line_limit, processes)
 
     @property
     def stdin(self) -> asyncio.StreamWriter:
@@ -147,6 +160,9 @@ class AgentProcess:
 
     async def wait(self) -> int:
         code = await self.proc.wait()
+        if not self._exit_logged:
+            self._exit_logged = True
+            log.info("agent pid %d ended: %s", self.pid, self.exit_info().description)
         # stderr may still hold the last lines when the process is already gone.
         with contextlib.suppress(Exception):
             await asyncio.wait_for(asyncio.shield(self._stderr_task), 1.0)
@@ -161,6 +177,7 @@ class AgentProcess:
         with contextlib.suppress(Exception):
             self.stdin.close()
         if self.proc.returncode is None:
+            log.info("stopping agent pid %d: SIGTERM to its group, SIGKILL after %gs", self.pid, grace)
             self._signal_group(signal.SIGTERM)
             try:
                 await asyncio.wait_for(self.proc.wait(), grace)
@@ -168,11 +185,9 @@ class AgentProcess:
                 pass
         # Children of the agent may outlive it in the group: kill whatever is left.
         self._signal_group(signal.SIGKILL)
-        await self.proc.wait()
+        await self.wait()
         if self._processes is not None:
             self._processes.stopped(self.pid)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._stderr_task, 1.0)
 
     def kill_now(self) -> None:
         """Synchronous last resort (interpreter shutdown)."""

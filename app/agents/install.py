@@ -15,18 +15,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import platform
 import secrets
 import shutil
 import signal
 import sys
+import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import InstallFailed
 
 STDERR_TAIL = 4000
+OUTPUT_LINES = 200
+# Bounded network waits, so that an unreachable registry fails in seconds rather than after
+# npm's own minutes of retries. Applied only where the environment sets nothing.
+NPM_DEFAULTS = {
+    "npm_config_fetch_retries": "1",
+    "npm_config_fetch_retry_mintimeout": "1000",
+    "npm_config_fetch_retry_maxtimeout": "5000",
+    "npm_config_fetch_timeout": "20000",
+    "npm_config_loglevel": "http",  # one line per fetch: the install's progress in the log
+}
+
+log = logging.getLogger("acp_rest_bridge.install")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +109,20 @@ class Installer:
         self.install_dir = install_dir
         self.timeout = timeout
         self._locks: dict[str, asyncio.Lock] = {}
+        # npm processes running now, and installs not yet cleaned up (for a prompt shutdown).
+        self._procs: set[asyncio.subprocess.Process] = set()
+        self._active = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def shutdown(self, timeout: float = 3.0) -> None:
+        """Stop every running install: npm's process groups killed, partial installs removed (by
+        the installs themselves, whose requests the server cancels; this waits for them)."""
+        for proc in list(self._procs):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), timeout)
 
     def can_install(self, agent_id: str) -> bool:
         return agent_id in ADAPTERS
@@ -114,6 +143,8 @@ class Installer:
             raise InstallFailed(agent_id, "npm is not on PATH: the ACP adapters are npm packages (install Node.js)")
         token = secrets.token_hex(4)
         staging = self.install_dir / f".{agent_id}.staging-{token}"
+        self._active += 1
+        self._idle.clear()
         try:
             await asyncio.to_thread(self._prepare, agent_id, staging)
             spec = f"{adapter.package}@{version}"
@@ -127,7 +158,13 @@ class Installer:
         except OSError as exc:
             raise InstallFailed(agent_id, f"{type(exc).__name__}: {exc}") from exc
         finally:
-            await asyncio.to_thread(shutil.rmtree, staging, True)
+            try:
+                # Shielded: a second cancellation (the server's last sweep) must not stop the clean-up.
+                await asyncio.shield(asyncio.to_thread(shutil.rmtree, staging, True))
+            finally:
+                self._active -= 1
+                if not self._active:
+                    self._idle.set()
 
     def _prepare(self, agent_id: str, staging: Path) -> None:
         self.install_dir.mkdir(parents=True, exist_ok=True)
@@ -146,6 +183,10 @@ class Installer:
 
     async def _run_npm(self, agent_id: str, argv: list[str], spec: str) -> None:
         env = {**os.environ, "npm_config_update_notifier": "false"}
+        for key, value in NPM_DEFAULTS.items():
+            env.setdefault(key, value)  # the user's own npm settings win
+        log.info("installing %s: npm install %s (registry %s)", agent_id, spec, env.get("npm_config_registry", "npm's"))
+        started = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.DEVNULL,
@@ -154,16 +195,71 @@ class Installer:
             env=env,
             start_new_session=True,  # npm and its scripts are stopped as a group
         )
+        self._procs.add(proc)
+        output: deque[str] = deque(maxlen=OUTPUT_LINES)
         try:
             async with asyncio.timeout(self.timeout or None):
-                output, _ = await proc.communicate()
+                await self._follow(agent_id, proc, output)
+                await proc.wait()
         except BaseException as exc:  # timed out, or the server is stopping
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(proc.wait())
+            self._procs.discard(proc)
+            elapsed = time.monotonic() - started
+            log.warning("install of %s stopped after %.1fs: %s", agent_id, elapsed, type(exc).__name__)
             if isinstance(exc, TimeoutError):
                 raise InstallFailed(agent_id, f"npm install {spec} did not finish in {self.timeout:g}s") from None
             raise
+        self._procs.discard(proc)
+        elapsed = time.monotonic() - started
         if proc.returncode != 0:
-            text = output.decode("utf-8", "replace")[-STDERR_TAIL:]
-            raise InstallFailed(agent_id, f"npm install {spec} failed (exit {proc.returncode}):\n{text}")
+            summary = readable_npm_error(list(output))
+            log.warning("install of %s failed after %.1fs (exit %s):\n%s", agent_id, elapsed, proc.returncode, summary)
+            text = "\n".join(output)[-STDERR_TAIL:]
+            raise InstallFailed(
+                agent_id, f"npm install {spec} failed (exit {proc.returncode}):\n{summary}\n\nnpm output:\n{text}"
+            )
+        log.info("installed %s (%s) in %.1fs", agent_id, spec, elapsed)
+
+    @staticmethod
+    async def _follow(agent_id: str, proc: asyncio.subprocess.Process, output: deque[str]) -> None:
+        """npm's output, line by line, into the log (install progress) and a bounded tail."""
+        assert proc.stdout is not None
+        while True:
+            try:
+                raw = await proc.stdout.readline()
+            except ValueError:  # a line over the stream limit: take what is there
+                raw = await proc.stdout.read(1 << 16)
+            if not raw:
+                return
+            line = raw.decode("utf-8", "replace").rstrip()
+            if line:
+                output.append(line[:2000])
+                log.info("npm (%s): %s", agent_id, line[:500])
+
+
+def readable_npm_error(lines: list[str]) -> str:
+    """npm's error lines without stack frames, dumped objects and the debug-log pointer: what a
+    person needs to read (``code ECONNREFUSED``, ``FetchError: request to ... failed``, hints)."""
+    kept: list[str] = []
+    depth = 0
+    for line in lines:
+        for prefix in ("npm error ", "npm ERR! "):
+            if line.startswith(prefix) or line == prefix.rstrip():
+                text = line[len(prefix) :]
+                break
+        else:
+            continue
+        stripped = text.strip()
+        if depth:
+            depth += stripped.count("{") - stripped.count("}")
+            continue
+        if stripped.endswith("{"):
+            depth = 1
+            stripped = stripped[:-1].rstrip()
+        if not stripped or stripped.startswith("at ") or stripped.startswith("A complete log of this run"):
+            continue
+        kept.append(stripped)
+    return "\n".join(kept[-20:]) if kept else "\n".join(lines[-20:])

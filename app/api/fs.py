@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from functools import partial
 from typing import Any, BinaryIO
 
 from fastapi import APIRouter, Request
@@ -68,10 +69,14 @@ def _root(request: Request, query: Query) -> str:
     return home_dir()
 
 
-def _path(request: Request, query: Query, *, default: str | None = None, follow: bool = True) -> str:
+async def _path(request: Request, query: Query, *, default: str | None = None, follow: bool = True) -> str:
     raw = query.string("path", required=default is None)
     path = resolve(raw if raw is not None else default or "", _root(request, query))
-    _confinement(request).check(path, follow=follow)
+    # An early, friendly refusal (realpath touches the disk: in a thread); the operation itself
+    # is confined by its walk from the root whatever changes meanwhile.
+    fence = _confinement(request)
+    if fence.enabled:
+        await _blocking(partial(fence.check, path, follow=follow))
     return path
 
 
@@ -96,8 +101,8 @@ def _chunks(fh: BinaryIO) -> Iterator[bytes]:
     openapi_extra=_doc(_param("path", "Path to list (relative or absolute; default `.`)")),
 )
 async def fs_entries(request: Request) -> JSONResponse:
-    path = _path(request, Query(request), default=".")
-    return JSONResponse(await _blocking(ops.list_entries, path))
+    path = await _path(request, Query(request), default=".")
+    return JSONResponse(await _blocking(ops.list_entries, path, _confinement(request)))
 
 
 @router.get(
@@ -108,8 +113,8 @@ async def fs_entries(request: Request) -> JSONResponse:
     openapi_extra=_doc(_param("path", "File path (relative or absolute)", required=True)),
 )
 async def fs_read_file(request: Request) -> Response:
-    path = _path(request, Query(request))
-    fh, size = await _blocking(ops.open_file, path)
+    path = await _path(request, Query(request))
+    fh, size = await _blocking(ops.open_file, path, _confinement(request))
     if size > WHOLE_READ_LIMIT:
         return StreamingResponse(_chunks(fh), media_type="application/octet-stream")
     try:
@@ -129,9 +134,9 @@ async def fs_read_file(request: Request) -> Response:
     openapi_extra=_doc(_param("path", "File path (relative or absolute)", required=True), body=BINARY_BODY),
 )
 async def fs_write_file(request: Request) -> JSONResponse:
-    path = _path(request, Query(request))
+    path = await _path(request, Query(request))
     try:
-        writer = await _blocking(ops.AtomicWriter, path)
+        writer = await _blocking(ops.AtomicWriter, path, _confinement(request))
     except OSError as exc:
         raise fs_error(exc, path) from exc
     try:
@@ -160,8 +165,8 @@ async def fs_write_file(request: Request) -> JSONResponse:
 async def fs_delete_entry(request: Request) -> JSONResponse:
     query = Query(request)
     recursive = query.boolean("recursive")
-    path = _path(request, query, follow=False)
-    await _blocking(ops.delete_entry, path, recursive)
+    path = await _path(request, query, follow=False)
+    await _blocking(ops.delete_entry, path, recursive, _confinement(request))
     return JSONResponse({"path": path})
 
 
@@ -173,8 +178,8 @@ async def fs_delete_entry(request: Request) -> JSONResponse:
     openapi_extra=_doc(_param("path", "Directory path to create", required=True)),
 )
 async def fs_mkdir(request: Request) -> JSONResponse:
-    path = _path(request, Query(request))
-    await _blocking(ops.mkdir, path)
+    path = await _path(request, Query(request))
+    await _blocking(ops.mkdir, path, _confinement(request))
     return JSONResponse({"path": path})
 
 
@@ -197,9 +202,9 @@ async def fs_move(request: Request) -> JSONResponse:
     body = await json_body(request, FsMoveRequest)
     source, dest = resolve(body.from_, root), resolve(body.to, root)
     fence = _confinement(request)
-    fence.check(source, follow=False)
-    fence.check(dest, follow=False)
-    await _blocking(ops.move_entry, source, dest, bool(body.overwrite))
+    await _blocking(partial(fence.check, source, follow=False))
+    await _blocking(partial(fence.check, dest, follow=False))
+    await _blocking(ops.move_entry, source, dest, bool(body.overwrite), fence)
     return JSONResponse({"from": source, "to": dest})
 
 
@@ -211,8 +216,8 @@ async def fs_move(request: Request) -> JSONResponse:
     openapi_extra=_doc(_param("path", "Path to stat (symlinks are followed)", required=True)),
 )
 async def fs_stat(request: Request) -> JSONResponse:
-    path = _path(request, Query(request))
-    return JSONResponse(await _blocking(ops.stat_path, path))
+    path = await _path(request, Query(request))
+    return JSONResponse(await _blocking(ops.stat_path, path, _confinement(request)))
 
 
 @router.post(
@@ -233,12 +238,12 @@ async def fs_stat(request: Request) -> JSONResponse:
     ),
 )
 async def fs_upload_batch(request: Request) -> JSONResponse:
-    dest = _path(request, Query(request), default=".")
+    dest = await _path(request, Query(request), default=".")
     content_type = request.headers.get("content-type", "")
     if not content_type.strip().lower().startswith("application/x-tar"):
         raise InvalidRequest("content-type must be application/x-tar")
     try:
-        upload = await _blocking(TarUpload, dest)
+        upload = await _blocking(TarUpload, dest, deps.settings(request).upload_unpacked_limit, _confinement(request))
     except OSError as exc:
         raise fs_error(exc, dest) from exc
     try:

@@ -8,6 +8,7 @@ dual-named parameters accepted, but not both at once.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
@@ -17,6 +18,13 @@ from pydantic import BaseModel, ValidationError
 from app.errors import RequestFormatError
 
 M = TypeVar("M", bound=BaseModel)
+
+# serde_json's nesting limit: the legacy server refused deeper documents with a 400.
+MAX_JSON_DEPTH = 128
+# Query integers are u64 for the legacy server; the store counts in signed 64 bits.
+U64_MAX = 2**64 - 1
+I64_MAX = 2**63 - 1
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def path_param(value: str) -> str:
@@ -39,11 +47,39 @@ async def json_body(request: Request, model: type[M]) -> M:
         data = json.loads(body)
     except ValueError as exc:
         raise RequestFormatError(f"Failed to parse the request body as JSON: {exc}", 400) from exc
+    except RecursionError as exc:
+        raise RequestFormatError("Failed to parse the request body as JSON: recursion limit exceeded", 400) from exc
+    check_json_text(data)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         errors = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}" for err in exc.errors())
         raise RequestFormatError(f"Failed to deserialize the JSON body into the target type: {errors}", 422) from exc
+
+
+def check_json_text(data: Any) -> None:
+    """What serde refused but Python's parser accepts: lone UTF-16 surrogates (in any string or key;
+    a valid pair is already one code point) and nesting deeper than ``MAX_JSON_DEPTH``. Neither can
+    be stored or sent on as UTF-8, so both are a 400 like any other invalid JSON."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                raise RequestFormatError(
+                    "Failed to parse the request body as JSON: lone leading surrogate in hex escape", 400
+                )
+            continue
+        if not isinstance(value, (dict, list)):
+            continue
+        if depth >= MAX_JSON_DEPTH:
+            raise RequestFormatError("Failed to parse the request body as JSON: recursion limit exceeded", 400)
+        if isinstance(value, dict):
+            for key, item in value.items():
+                stack.append((key, depth))
+                stack.append((item, depth + 1))
+        else:
+            stack.extend((item, depth + 1) for item in value)
 
 
 class Query:
@@ -83,9 +119,15 @@ class Query:
         value = self._get(name)
         if value is None:
             return None
-        if not value.isdigit():
+        # ASCII digits only: str.isdigit() also takes "²" and "١٢", which int() then refuses.
+        if not (value.isascii() and value.isdigit()):
             raise RequestFormatError(f"Failed to deserialize query string: {name}: invalid digit found in string", 400)
-        return int(value)
+        number = int(value)
+        if number > U64_MAX:
+            raise RequestFormatError(
+                f"Failed to deserialize query string: {name}: number too large to fit in target type", 400
+            )
+        return min(number, I64_MAX)  # no sequence comes near it; the store's integers are signed 64-bit
 
     def include_raw(self) -> bool:
         return self.boolean("include_raw", "includeRaw")

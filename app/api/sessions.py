@@ -9,6 +9,7 @@ from app.legacy.models import (
     MessageRequest,
     SessionListResponse,
 )
+from app.sessions.attachments import read_images
 
 from . import deps
 from .parsing import json_body, path_param
@@ -38,7 +39,9 @@ async def accept_message(request: Request, session_id: str) -> str:
     session = manager.get(session_id)
     await manager.ready(session)  # a session suspended by a restart starts its agent again
     attachments = [session.attachment(a.path, a.mime, a.filename) for a in body.attachments or []]
-    return session.send_message(body.message, attachments)
+    session.check_accepting()
+    image_data = await read_images(session, attachments)
+    return session.send_message(body.message, attachments, image_data)
 
 
 @router.post("/v1/sessions/{session_id}/messages", operation_id="post_message", status_code=204)

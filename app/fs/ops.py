@@ -18,7 +18,10 @@ from typing import Any, BinaryIO
 
 from app.errors import InvalidRequest
 
-from .paths import fs_error, os_error, rfc3339
+from .paths import Confinement, Pin, fs_error, os_error, rfc3339
+
+# Every operation takes the confinement to work under; this one allows everything (legacy).
+UNCONFINED = Confinement(())
 
 
 def _current_umask() -> int:
@@ -50,52 +53,68 @@ def _info(st: os.stat_result) -> dict[str, Any]:
 
 
 # ---- reading ---------------------------------------------------------------------------------
-def list_entries(path: str) -> list[dict[str, Any]]:
+def list_entries(path: str, fence: Confinement = UNCONFINED) -> list[dict[str, Any]]:
     """FsEntry objects in OS order; an entry's own metadata (a symlink to a directory is a file)."""
     try:
-        if not stat.S_ISDIR(os.stat(path).st_mode):
-            raise InvalidRequest(f"path is not a directory: {path}")
+        with fence.pin(path) as pin:
+            if not stat.S_ISDIR(os.stat(pin.name, dir_fd=pin.dir_fd, follow_symlinks=pin.follow()).st_mode):
+                raise InvalidRequest(f"path is not a directory: {path}")
+            fd = os.open(pin.name, pin.flags(os.O_RDONLY | os.O_DIRECTORY), dir_fd=pin.dir_fd)
         entries = []
-        with os.scandir(path) as it:
-            for entry in it:
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue  # removed while listing
-                entries.append({"name": entry.name, "path": os.path.join(path, entry.name), **_info(st)})
+        try:
+            with os.scandir(fd) as it:
+                for entry in it:
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue  # removed while listing
+                    entries.append({"name": entry.name, "path": os.path.join(path, entry.name), **_info(st)})
+        finally:
+            os.close(fd)
         return entries
     except OSError as exc:
         raise fs_error(exc, path) from exc
 
 
-def stat_path(path: str) -> dict[str, Any]:
+def stat_path(path: str, fence: Confinement = UNCONFINED) -> dict[str, Any]:
     """FsStat, following symlinks."""
     try:
-        return {"path": path, **_info(os.stat(path))}
+        with fence.pin(path) as pin:
+            return {"path": path, **_info(os.stat(pin.name, dir_fd=pin.dir_fd, follow_symlinks=pin.follow()))}
     except OSError as exc:
         raise fs_error(exc, path) from exc
 
 
-def open_file(path: str) -> tuple[BinaryIO, int]:
+def _open_regular(fence: Confinement, path: str) -> int:
+    """A descriptor of the regular file ``path``, or ``InvalidRequest`` (``OSError`` from the OS)."""
+    # O_NONBLOCK: a FIFO opens at once instead of waiting for a writer (it is refused below).
+    fd = fence.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InvalidRequest(f"path is not a file: {path}")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def open_file(path: str, fence: Confinement = UNCONFINED) -> tuple[BinaryIO, int]:
     """An open regular file and its size; 400 ``path is not a file`` for anything else."""
     try:
-        # Checked before opening: opening a FIFO would block until a writer shows up.
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise InvalidRequest(f"path is not a file: {path}")
-        fh = open(path, "rb")  # the caller closes it
+        fh = os.fdopen(_open_regular(fence, path), "rb")  # the caller closes it
     except OSError as exc:
         raise fs_error(exc, path) from exc
-    st = os.fstat(fh.fileno())
-    if not stat.S_ISREG(st.st_mode):
-        fh.close()
-        raise InvalidRequest(f"path is not a file: {path}")
-    return fh, st.st_size
+    return fh, os.fstat(fh.fileno()).st_size
 
 
-def read_text(path: str, line: int | None = None, limit: int | None = None) -> str:
+def read_text(path: str, line: int | None = None, limit: int | None = None, fence: Confinement = UNCONFINED) -> str:
     """UTF-8 text (undecodable bytes replaced), from 1-based ``line``, at most ``limit`` lines.
-    Line endings are kept as they are."""
-    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+    Line endings are kept as they are. A directory is ``EISDIR``, another non-file ``EINVAL``."""
+    fd = fence.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise os_error(errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL)
+    os.set_blocking(fd, True)
+    with open(fd, encoding="utf-8", errors="replace", newline="") as fh:
         if line is None and limit is None:
             return fh.read()
         start = max((line or 1) - 1, 0)
@@ -142,20 +161,38 @@ class AtomicWriter:
     which replaces the target only on ``commit``. Missing parents are created (and removed again on
     ``abort``). A symlinked target is written through, as a plain write would."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, fence: Confinement = UNCONFINED) -> None:
         self.path = path
-        self.target = os.path.realpath(path) if os.path.islink(path) else path
-        if os.path.isdir(self.target):
-            raise os_error(errno.EISDIR)
-        parent = os.path.dirname(self.target) or "."
-        self._created = make_dirs(parent)
+        self._pin: Pin | None = None
+        self._created: list[str] = []
+        if fence.enabled:
+            # Confined: the walk resolves a symlinked target and makes the missing parents; the
+            # temporary file and the rename go through the directory it holds open.
+            self._pin = fence.pin(path, create_parents=True)
+            self.target = self._pin.path
+            parent = os.path.dirname(self.target)
+        else:
+            self.target = os.path.realpath(path) if os.path.islink(path) else path
+            parent = os.path.dirname(self.target) or "."
         try:
+            if os.path.isdir(self.target):
+                raise os_error(errno.EISDIR)
+            if self._pin is None:
+                self._created = make_dirs(parent)
             fd, self._tmp = tempfile.mkstemp(dir=parent, prefix="." + os.path.basename(self.target)[:32] + ".")
-        except OSError:
-            remove_dirs(self._created)
+        except BaseException:
+            self._undo_dirs()
             raise
         self._file: BinaryIO | None = os.fdopen(fd, "wb")
         self.size = 0
+
+    def _undo_dirs(self) -> None:
+        remove_dirs(self._created)
+        self._created = []
+        if self._pin is not None:
+            self._pin.undo_created()
+            self._pin.close()
+            self._pin = None
 
     def write(self, data: bytes) -> None:
         assert self._file is not None
@@ -185,6 +222,9 @@ class AtomicWriter:
         except BaseException:
             self.abort()
             raise
+        if self._pin is not None:
+            self._pin.close()
+            self._pin = None
         return self.size
 
     def abort(self) -> None:
@@ -194,12 +234,11 @@ class AtomicWriter:
             self._file = None
         with contextlib.suppress(OSError):
             os.unlink(self._tmp)
-        remove_dirs(self._created)
-        self._created = []
+        self._undo_dirs()
 
 
-def write_bytes(path: str, data: bytes) -> int:
-    writer = AtomicWriter(path)
+def write_bytes(path: str, data: bytes, fence: Confinement = UNCONFINED) -> int:
+    writer = AtomicWriter(path, fence)
     try:
         writer.write(data)
     except BaseException:
@@ -209,24 +248,35 @@ def write_bytes(path: str, data: bytes) -> int:
 
 
 # ---- changing entries ------------------------------------------------------------------------
-def delete_entry(path: str, recursive: bool) -> None:
+def delete_entry(path: str, recursive: bool, fence: Confinement = UNCONFINED) -> None:
     """A file or symlink is unlinked; a directory removed if empty, or with everything in it."""
     try:
-        st = os.lstat(path)
-        if stat.S_ISDIR(st.st_mode):
-            if recursive:
-                shutil.rmtree(path)
+        with fence.pin(path, follow=False) as pin:
+            if pin.name == ".":
+                raise InvalidRequest(f"cannot delete a filesystem root: {path}")
+            st = os.stat(pin.name, dir_fd=pin.dir_fd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                if recursive:
+                    shutil.rmtree(pin.name, dir_fd=pin.dir_fd)
+                else:
+                    os.rmdir(pin.name, dir_fd=pin.dir_fd)
             else:
-                os.rmdir(path)
-        else:
-            os.unlink(path)
+                os.unlink(pin.name, dir_fd=pin.dir_fd)
     except OSError as exc:
         raise fs_error(exc, path) from exc
 
 
-def mkdir(path: str) -> None:
+def mkdir(path: str, fence: Confinement = UNCONFINED) -> None:
     try:
-        os.makedirs(path, exist_ok=True)
+        if not fence.enabled:
+            os.makedirs(path, exist_ok=True)
+            return
+        with fence.pin(path, create_parents=True) as pin:
+            try:
+                os.mkdir(pin.name, dir_fd=pin.dir_fd)
+            except FileExistsError:
+                if not stat.S_ISDIR(os.stat(pin.name, dir_fd=pin.dir_fd, follow_symlinks=False).st_mode):
+                    raise
     except OSError as exc:
         raise fs_error(exc, path) from exc
 
@@ -248,22 +298,41 @@ def _remove_any(path: str) -> None:
             os.unlink(path)
 
 
-def move_entry(source: str, dest: str, overwrite: bool) -> None:
+def move_entry(source: str, dest: str, overwrite: bool, fence: Confinement = UNCONFINED) -> None:
     """Rename ``source`` to ``dest`` (no copy across filesystems). An existing ``dest`` is replaced
-    only with ``overwrite``; it is moved aside first and restored if the rename fails."""
+    only with ``overwrite``; it is moved aside first and restored if the rename fails. Confined,
+    both go through the directories a walk from the root holds open."""
+    if not fence.enabled:
+        _move(source, dest, overwrite, source, dest)
+        return
+    try:
+        with fence.pin(source, follow=False) as src, fence.pin(dest, follow=False, create_parents=True) as dst:
+            if "." in (src.name, dst.name):
+                raise InvalidRequest(f"cannot move a filesystem root: {source if src.name == '.' else dest}")
+            try:
+                _move(src.path, dst.path, overwrite, source, dest)
+            except BaseException:
+                dst.undo_created()
+                raise
+    except OSError as exc:
+        raise fs_error(exc, source if exc.errno == errno.ENOENT else dest) from exc
+
+
+def _move(source: str, dest: str, overwrite: bool, source_name: str, dest_name: str) -> None:
+    """``move_entry`` on the paths to use; errors name the paths the client gave."""
     if not os.path.lexists(source):
-        raise InvalidRequest(f"path not found: {source}")
+        raise InvalidRequest(f"path not found: {source_name}")
     aside = None
     if os.path.lexists(dest):
         if not overwrite:
-            raise InvalidRequest(f"destination already exists: {dest}")
+            raise InvalidRequest(f"destination already exists: {dest_name}")
         if os.path.samestat(os.lstat(source), os.lstat(dest)):
             return  # already there
         aside = _aside_name(dest)
         try:
             os.rename(dest, aside)
         except OSError as exc:
-            raise fs_error(exc, dest) from exc
+            raise fs_error(exc, dest_name) from exc
     created: list[str] = []
     try:
         created = make_dirs(os.path.dirname(dest))
@@ -273,6 +342,44 @@ def move_entry(source: str, dest: str, overwrite: bool) -> None:
         if aside is not None:
             with contextlib.suppress(OSError):
                 os.rename(aside, dest)
-        raise fs_error(exc, source if exc.errno == errno.ENOENT else dest) from exc
+        raise fs_error(exc, source_name if exc.errno == errno.ENOENT else dest_name) from exc
     if aside is not None:
         _remove_any(aside)
+
+
+# ---- files read whole for a client (attachments) -----------------------------------------------
+def _pseudo_devices() -> set[int]:
+    """Devices of /proc and /sys: their "regular" files claim a size of 0 or 4096 whatever they
+    hold (or stream without end), so a size check means nothing there."""
+    devices = set()
+    for mount in ("/proc", "/sys"):
+        with contextlib.suppress(OSError):
+            devices.add(os.stat(mount).st_dev)
+    return devices
+
+
+def read_regular(fence: Confinement, path: str, limit: int) -> bytes:
+    """The whole content of the regular file ``path``, refused (400/403, naming the path) when it is
+    outside the roots, not a regular file, on /proc or /sys, or larger than ``limit`` bytes. The
+    size is checked on the open file before reading, and nothing past ``limit`` is ever read.
+    Blocking: run in a worker thread."""
+    try:
+        # O_NONBLOCK: a FIFO opens at once instead of waiting for a writer (it is refused below).
+        fd = fence.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise fs_error(exc, path) from exc
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_dev in _pseudo_devices():
+            raise InvalidRequest(f"path is not a regular file: {path}")
+        if st.st_size > limit:
+            raise InvalidRequest(f"file too large: {path} ({st.st_size} bytes, limit {limit})")
+        chunks = []
+        left = limit + 1  # one byte more: a file that grew since the fstat is caught here
+        while left > 0 and (chunk := fh.read(min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            raise InvalidRequest(f"file too large: {path} (over the limit of {limit} bytes)")
+        return data

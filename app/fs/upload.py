@@ -15,6 +15,7 @@ import errno
 import os
 import posixpath
 import shutil
+import stat
 import tarfile
 import tempfile
 from collections.abc import Iterator
@@ -23,10 +24,12 @@ from typing import Any, BinaryIO
 from app.errors import InvalidRequest, StreamError
 
 from .ops import make_dirs, remove_dirs
-from .paths import clean_relative, is_within, os_error
+from .paths import Confinement, clean_relative, is_within, os_error
 
 # Legacy: only the first 1024 unpacked paths are listed, then `truncated: true`.
 MAX_LISTED_PATHS = 1024
+# Default cap on the bytes an archive unpacks to (sparse members declare far more than they carry).
+UNPACKED_LIMIT = 1024 * 1024 * 1024
 
 
 def _existing_anchor(dest: str) -> str:
@@ -71,11 +74,32 @@ def _link_escapes(name: str, target: str) -> bool:
     return resolved == ".." or resolved.startswith("../")
 
 
+def _tree_bytes(top: str) -> int:
+    """Bytes of the regular files under ``top``, as the file system reports them."""
+    total = 0
+    for folder, _dirs, files in os.walk(top):
+        for name in files:
+            with contextlib.suppress(FileNotFoundError):
+                st = os.lstat(os.path.join(folder, name))
+                total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    return total
+
+
 class TarUpload:
-    def __init__(self, dest: str) -> None:
-        self.dest = dest
-        anchor = _existing_anchor(dest)
-        self.staging = tempfile.mkdtemp(prefix=".upload-", dir=anchor)
+    def __init__(self, dest: str, unpacked_limit: int = UNPACKED_LIMIT, fence: Confinement | None = None) -> None:
+        self.dest = dest  # as the client named it (the listed paths start with it)
+        self.unpacked_limit = unpacked_limit
+        self._committed = False
+        # Confined: everything happens through the directory a walk from the root holds open
+        # (missing parents of the destination made by the walk, and removed again on failure).
+        self._pin = fence.pin(dest, create_parents=True) if fence is not None and fence.enabled else None
+        self.real = self._pin.path if self._pin is not None else dest
+        try:
+            anchor = _existing_anchor(self.real)
+            self.staging = tempfile.mkdtemp(prefix=".upload-", dir=anchor)
+        except BaseException:
+            self._release()
+            raise
         self.tree = os.path.join(self.staging, "tree")
         self._archive_path = os.path.join(self.staging, "archive.tar")
         try:
@@ -83,6 +107,7 @@ class TarUpload:
             self._archive: BinaryIO | None = open(self._archive_path, "wb")  # closed in finish/abort
         except OSError:
             remove_tree(self.staging)
+            self._release()
             raise
         self.size = 0
 
@@ -97,6 +122,14 @@ class TarUpload:
                 self._archive.close()
             self._archive = None
         remove_tree(self.staging)
+        self._release()
+
+    def _release(self) -> None:
+        if self._pin is not None:
+            if not self._committed:
+                self._pin.undo_created()
+            self._pin.close()
+            self._pin = None
 
     def finish(self) -> dict[str, Any]:
         """Unpack, move into place, clean up. Blocking: run in a worker thread."""
@@ -106,6 +139,7 @@ class TarUpload:
             self._archive = None
             paths, total = self._unpack()
             self._commit()
+            self._committed = True
             return {"paths": paths, "truncated": total > MAX_LISTED_PATHS}
         finally:
             self.abort()
@@ -114,15 +148,23 @@ class TarUpload:
     def _unpack(self) -> tuple[list[str], int]:
         paths: list[str] = []
         total = 0
+        declared = 0
         if os.path.getsize(self._archive_path) == 0:
             return paths, total  # an empty body is an empty archive
 
         def checked(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
-            nonlocal total
+            nonlocal total, declared
             for member in tar:
                 name = self._checked_name(member)
                 if name is None:
                     continue
+                if member.isfile():
+                    # A member's size is what it unpacks to: for a sparse one, its full length.
+                    declared += member.size
+                    if declared > self.unpacked_limit:
+                        raise InvalidRequest(
+                            f"tar archive unpacks to more than {self.unpacked_limit} bytes: {member.name}"
+                        )
                 total += 1
                 if len(paths) < MAX_LISTED_PATHS:
                     paths.append(os.path.join(self.dest, *name.split("/")))
@@ -137,6 +179,9 @@ class TarUpload:
             raise InvalidRequest(f"tar entry escapes destination: {exc.tarinfo.name}") from exc
         except tarfile.TarError as exc:
             raise StreamError(f"invalid tar archive: {exc}") from exc
+        # What was really written, whatever the headers said.
+        if _tree_bytes(self.tree) > self.unpacked_limit:
+            raise InvalidRequest(f"tar archive unpacks to more than {self.unpacked_limit} bytes")
         return paths, total
 
     def _checked_name(self, member: tarfile.TarInfo) -> str | None:
@@ -163,10 +208,10 @@ class TarUpload:
 
     # ---- moving the tree into place ---------------------------------------------------------
     def _commit(self) -> None:
-        if not os.path.isdir(self.dest):
-            created = make_dirs(os.path.dirname(self.dest))
+        if not os.path.isdir(self.real):
+            created = make_dirs(os.path.dirname(self.real))
             try:
-                os.rename(self.tree, self.dest)
+                os.rename(self.tree, self.real)
             except BaseException:
                 remove_dirs(created)
                 raise
@@ -175,7 +220,7 @@ class TarUpload:
         # (where it was, where it is now) for every rename, so they can be undone in reverse.
         journal: list[tuple[str, str]] = []
         try:
-            self._merge(self.tree, self.dest, journal)
+            self._merge(self.tree, self.real, journal)
         except BaseException:
             self._rollback(journal)
             raise
@@ -191,8 +236,8 @@ class TarUpload:
             if staged_dir:
                 if not os.path.isdir(target):
                     raise os_error(errno.EEXIST)
-                if os.path.islink(target) and not is_within(os.path.realpath(target), os.path.realpath(self.dest)):
-                    relative = os.path.relpath(target, self.dest)
+                if os.path.islink(target) and not is_within(os.path.realpath(target), os.path.realpath(self.real)):
+                    relative = os.path.relpath(target, self.real)
                     raise InvalidRequest(f"tar entry escapes destination: {relative}")
                 self._merge(staged, target, journal)
                 continue

@@ -83,6 +83,7 @@ class AgentLink:
                 env=env,
                 cwd=cwd,
                 stderr_line_limit=self.settings.stderr_line_limit,
+                stdout_line_limit=self.settings.agent_line_limit,
                 processes=self.processes,
             )
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from app.acp.requests import ReadTextFileRequest, WriteTextFileRequest
 from app.acp.sdk import RequestError
+from app.errors import PermissionDenied
 from app.fs import ops
-from app.fs.paths import confinement, os_message
+from app.fs.paths import Confinement, confinement, os_message
 
 if TYPE_CHECKING:
     from .session import Session
@@ -19,15 +20,23 @@ RESOURCE_NOT_FOUND = -32002
 INTERNAL_ERROR = -32603
 
 
+def _fence(session: Session) -> Confinement:
+    return confinement(tuple(session.settings.fs_roots))
+
+
+def _denied(path: str) -> RequestError:
+    return RequestError(
+        INTERNAL_ERROR, f"Permission denied: {path} is outside the allowed filesystem roots", {"path": path}
+    )
+
+
 def checked_path(session: Session, path: str) -> str:
-    """ACP paths are absolute; with confinement on they must stay inside a root."""
-    if not os.path.isabs(path):
+    """ACP paths are absolute; with confinement on they must stay inside a root (checked here, and
+    again by the operation, which reaches the file by a walk from the root)."""
+    if not os.path.isabs(path) or "\x00" in path:
         raise RequestError(-32602, f"Invalid params: path must be absolute: {path}", {"path": path})
-    fence = confinement(tuple(session.settings.fs_roots))
-    if not fence.allows(path):
-        raise RequestError(
-            INTERNAL_ERROR, f"Permission denied: {path} is outside the allowed filesystem roots", {"path": path}
-        )
+    if not _fence(session).allows(path):
+        raise _denied(path)
     return path
 
 
@@ -42,7 +51,9 @@ async def read_text_file(session: Session, params: Any, request_id: Any) -> dict
     request = ReadTextFileRequest.model_validate(params)
     path = checked_path(session, request.path)
     try:
-        content = await asyncio.to_thread(ops.read_text, path, request.line, request.limit)
+        content = await asyncio.to_thread(ops.read_text, path, request.line, request.limit, _fence(session))
+    except PermissionDenied as exc:
+        raise _denied(path) from exc
     except OSError as exc:
         raise _os_failure(exc, path) from exc
     return {"content": content}
@@ -52,7 +63,9 @@ async def write_text_file(session: Session, params: Any, request_id: Any) -> dic
     request = WriteTextFileRequest.model_validate(params)
     path = checked_path(session, request.path)
     try:
-        await asyncio.to_thread(ops.write_bytes, path, request.content.encode("utf-8"))
+        await asyncio.to_thread(ops.write_bytes, path, request.content.encode("utf-8"), _fence(session))
+    except PermissionDenied as exc:
+        raise _denied(path) from exc
     except OSError as exc:
         raise _os_failure(exc, path) from exc
     return {}  # the schema wants an empty object, not null

@@ -235,19 +235,15 @@ class Session:
         """A message attachment, its path taken from the session's root when relative."""
         return Attachment(resolve_attachment_path(path, self.fs_root), mime, filename)
 
-    def send_message(self, message: str, attachments: list[Attachment]) -> str:
+    def send_message(
+        self, message: str, attachments: list[Attachment], image_data: dict[str, bytes] | None = None
+    ) -> str:
         """Accept a message: its turn starts now (turn.started recorded before returning) or after
-        the turn in flight, since ACP agents take one prompt at a time. Returns the turn's id."""
+        the turn in flight, since ACP agents take one prompt at a time. Returns the turn's id.
+        ``image_data``: the image attachments already read (``sessions.attachments.read_images``)."""
         self.check_accepting()
         image_capable = bool(self.agent.prompt_capabilities.get("image"))
-        image_data: dict[str, bytes] = {}
-        if image_capable:
-            for attachment in attachments:
-                mime = attachment.mime_type
-                if mime and mime.startswith("image/"):
-                    with contextlib.suppress(OSError):
-                        with open(attachment.path, "rb") as fh:
-                            image_data[attachment.path] = fh.read()
+        image_data = image_data or {}
         turn = self.turns.new_turn(
             message,
             prompt_blocks(message, attachments, image_capable=image_capable, image_data=image_data),

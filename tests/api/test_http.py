@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support import create_session, in_process_bridge, start_bridge
+from tests.support import ROOT, create_session, in_process_bridge, start_bridge
 
 TOKEN = "a" * 48
 TOKEN_BODY = {
@@ -254,3 +258,20 @@ def test_framework_404_and_405(client: httpx.Client) -> None:
     assert client.get("/v1/sessions/").status_code == 404
     r = client.get("/v1/sessions/x")
     assert r.status_code == 405 and "POST" in r.headers["allow"]
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_wildcard_origin_refuses_to_start(tmp_path: Path, how: str) -> None:
+    args = ["-O", "*"] if how == "flag" else []
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if how == "env":
+        env["ACP_BRIDGE_CORS_ALLOW_ORIGIN"] = '["*"]'
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "server", "--data-dir", str(tmp_path), "--port", "0", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode != 0
+    assert "--cors-allow-origin '*' is not supported" in done.stderr

@@ -371,3 +371,104 @@ def test_without_confinement_any_absolute_path_works(client: httpx.Client, tmp_p
     elsewhere = tmp_path / "anywhere" / "f.txt"
     assert put(client, str(elsewhere), b"free").status_code == 200
     assert client.get("/v1/fs/file", params={"path": str(elsewhere)}).content == b"free"
+
+
+def sparse_tar(name: str, realsize: int) -> bytes:
+    """A PAX (GNU sparse 1.0) member carrying one byte but declaring ``realsize``."""
+    import io
+    import tarfile
+
+    body = b"1\n0\n1\n"
+    body += b"\0" * (-len(body) % 512) + b"x"
+    info = tarfile.TarInfo(f"GNUSparseFile.0/{name}")
+    info.size = len(body)
+    info.pax_headers = {
+        "GNU.sparse.major": "1",
+        "GNU.sparse.minor": "0",
+        "GNU.sparse.name": name,
+        "GNU.sparse.realsize": str(realsize),
+    }
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        tar.addfile(info, io.BytesIO(body))
+    return out.getvalue()
+
+
+def test_sparse_member_declaring_50_gib_is_refused(client: httpx.Client, tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    data = sparse_tar("big", 50 * 1024**3)
+    response = tar_upload(client, data, path=str(dest))
+    assert "unpacks to more than" in str(detail(response, 400))
+    assert listing(tmp_path) == []
+
+
+def test_unpacked_total_is_capped(tmp_path: Path) -> None:
+    from tests.support import start_bridge
+
+    server = start_bridge(tmp_path, env={"ACP_BRIDGE_UPLOAD_UNPACKED_LIMIT": "1000"})
+    try:
+        client = server.client()
+        dest = tmp_path / "dest"
+        over = make_tar([("a.bin", b"a" * 600), ("b.bin", b"b" * 600)])
+        assert "unpacks to more than 1000 bytes" in str(detail(tar_upload(client, over, path=str(dest)), 400))
+        assert not dest.exists()
+        under = make_tar([("a.bin", b"a" * 600), ("b.bin", b"b" * 400)])
+        assert tar_upload(client, under, path=str(dest)).status_code == 200
+        assert sorted(os.listdir(dest)) == ["a.bin", "b.bin"]
+    finally:
+        server.stop()
+
+
+def test_a_symlink_swapped_in_during_requests_never_leads_out(fenced: Fenced) -> None:
+    """A local process flips a directory inside the root with a link to outside while the client
+    reads, writes and lists through it: no answer ever shows or changes the outside."""
+    import shutil
+    import threading
+    import uuid
+
+    client = fenced.bridge.client()
+    name = f"flip-{uuid.uuid4().hex[:6]}"
+    inside, link, outside = fenced.root / name, fenced.root / (name + ".link"), fenced.outside / name
+    inside.mkdir()
+    outside.mkdir()
+    (inside / "f.txt").write_text("inside")
+    (outside / "f.txt").write_text("secret")
+    link.symlink_to(outside)
+    flip = fenced.root / (name + ".flip")
+    stop = threading.Event()
+
+    flips = 0
+
+    def flipper() -> None:
+        # `flip` is alternately the real directory and the link out (atomic renames). A write may
+        # create `flip` as a new directory while it is absent: that one is removed again.
+        nonlocal flips
+        while not stop.is_set():
+            try:
+                os.rename(inside, flip)
+                os.rename(flip, inside)
+                os.rename(link, flip)
+                os.rename(flip, link)
+                flips += 1
+            except OSError:
+                if flip.is_dir() and not flip.is_symlink():
+                    shutil.rmtree(flip, ignore_errors=True)
+
+    thread = threading.Thread(target=flipper, daemon=True)
+    thread.start()
+    seen = set()
+    try:
+        for i in range(150):
+            read = client.get("/v1/fs/file", params={"path": str(flip / "f.txt")})
+            seen.add(read.status_code)
+            assert b"secret" not in read.content
+            client.put("/v1/fs/file", params={"path": str(flip / "f.txt")}, content=f"w{i}".encode())
+            listed = client.get("/v1/fs/entries", params={"path": str(flip)})
+            assert "secret" not in listed.text
+    finally:
+        stop.set()
+        thread.join(5)
+    assert (outside / "f.txt").read_text() == "secret"
+    assert sorted(os.listdir(outside)) == ["f.txt"]
+    assert seen <= {200, 400, 403, 502}
+    assert flips > 10

@@ -8,6 +8,9 @@
 - big_line            the reply is one 16 MiB chunk
 - garbage             write a non-JSON line before replying
 - slow                the reply waits until session/cancel arrives, then answers "cancelled"
+- huge_line           before the reply, one session/update line of PROBE_HUGE_BYTES (default 100 MiB)
+- ask_client          before the reply, asks the client fs/read_text_file of PROBE_ASK_PATH; the reply
+                      is the JSON of the client's answer
 
 PROBE_PID_FILE, when set, receives this process's pid (and its child's, one per line).
 """
@@ -23,6 +26,8 @@ import time
 MODE = set(filter(None, os.environ.get("PROBE_MODE", "").split(",")))
 out_lock = threading.Lock()
 cancelled = threading.Event()
+asked = threading.Event()
+answers = {}
 
 
 def send(obj):
@@ -69,6 +74,9 @@ def main():
             cancelled.set()
         elif method == "session/prompt":
             threading.Thread(target=prompt, args=(msg,), daemon=True).start()
+        elif "id" in msg and "method" not in msg:
+            answers[msg["id"]] = {k: v for k, v in msg.items() if k in ("result", "error")}
+            asked.set()
         elif "id" in msg and "method" in msg:
             send({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "Method not found"}})
     if "stubborn" in MODE:
@@ -85,6 +93,29 @@ def prompt(msg):
             sys.stderr.write(f"probe stderr line {i}\n")
         sys.stderr.flush()
         os._exit(7)
+    if "huge_line" in MODE:
+        size = int(os.environ.get("PROBE_HUGE_BYTES", str(100 * 1024 * 1024)))
+        head = '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":' + json.dumps(sid) + ',"update":'
+        head += '{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"'
+        with out_lock:
+            sys.stdout.write(head)
+            block = "y" * (1 << 20)
+            for _ in range(size // len(block)):
+                sys.stdout.write(block)
+            sys.stdout.write('"}}}\n')
+            sys.stdout.flush()
+    if "ask_client" in MODE:
+        asked.clear()
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": "ask-1",
+                "method": "fs/read_text_file",
+                "params": {"sessionId": sid, "path": os.environ.get("PROBE_ASK_PATH", "/etc/hostname")},
+            }
+        )
+        asked.wait(30)
+        text = json.dumps(answers.get("ask-1"))
     if "garbage" in MODE:
         with out_lock:
             sys.stdout.write("this is not json\n")
