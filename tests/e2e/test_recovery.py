@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import sys
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +58,27 @@ def _start(tmp: Path, data: Path) -> Bridge:
     return start_bridge(tmp, "--agents-file", str(_agents_file(tmp)), data_dir=data)
 
 
+def _on_disk(bridge: Bridge) -> None:
+    """Wait until the store holds every event the bridge has shown so far (what a reader saw is
+    committed before it is shown; this wait makes the tests independent of how soon)."""
+    shown = {s["sessionId"]: s["eventCount"] for s in bridge.client().get("/v1/sessions").json()["sessions"]}
+    path = bridge.data_dir / "events.sqlite3"
+
+    def committed() -> bool:
+        query = "SELECT s.id, count(*) FROM sessions s JOIN events e ON e.session_key = s.key GROUP BY s.id"
+        try:
+            with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)) as db:
+                rows = db.execute(query).fetchall()
+        except sqlite3.Error:
+            return False
+        stored = dict(rows)
+        return all(stored.get(sid, 0) >= count for sid, count in shown.items())
+
+    assert wait_until(committed, 10), "events not committed"
+
+
 def _kill9(bridge: Bridge) -> None:
+    _on_disk(bridge)
     for client in bridge.clients:
         client.close()
     bridge.proc.send_signal(signal.SIGKILL)
