@@ -1,33 +1,52 @@
 # acp-rest-bridge: the legacy sandbox-agent REST API over ACP agents.
 #   docker build -t acp-rest-bridge .
-#   docker run -p 127.0.0.1:2468:2468 -e ACP_BRIDGE_TOKEN=secret acp-rest-bridge
-FROM python:3.11-slim
+#   docker run -p 127.0.0.1:2468:2468 -e ACP_BRIDGE_TOKEN=secret -v acp-data:/var/lib/acp-rest-bridge acp-rest-bridge
+# Debian 12 (bookworm) slim, pinned to a point release; its python3 is 3.11. The Python dependencies
+# are pinned by constraints.txt. Node.js is not in the image: the first agent install that needs npm
+# installs Node.js 24 LTS into the data volume (ACP_BRIDGE_NODE_ON_DEMAND).
+ARG BASE=debian:12.11-slim
 
-ENV PYTHONDONTWRITEBYTECODE=1 \
+# ---- build: a venv with the server and its pinned dependencies ----------------------------------
+FROM ${BASE} AS build
+ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+    && rm -rf /var/lib/apt/lists/*
+RUN python3 -m venv /opt/acp-rest-bridge
+WORKDIR /src
+COPY constraints.txt pyproject.toml README.md ./
+COPY app ./app
+RUN /opt/acp-rest-bridge/bin/pip install -c constraints.txt . \
+    && /opt/acp-rest-bridge/bin/pip uninstall -y -q setuptools
+
+# ---- run: python3, tini, the venv; no compilers, no build caches --------------------------------
+FROM ${BASE}
+ENV DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 tini ca-certificates \
+    && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log \
+    && useradd --create-home --uid 10001 --shell /usr/sbin/nologin bridge \
+    && mkdir -p /var/lib/acp-rest-bridge /workspace \
+    && chown bridge:bridge /var/lib/acp-rest-bridge /workspace
+COPY --from=build /opt/acp-rest-bridge /opt/acp-rest-bridge
+
+ENV PATH=/opt/acp-rest-bridge/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     ACP_BRIDGE_HOST=0.0.0.0 \
     ACP_BRIDGE_PORT=2468 \
-    ACP_BRIDGE_DATA_DIR=/var/lib/acp-rest-bridge
+    ACP_BRIDGE_DATA_DIR=/var/lib/acp-rest-bridge \
+    ACP_BRIDGE_NODE_ON_DEMAND=1
 
-# Node.js and npm: the agents' ACP adapters are npm packages that POST /v1/agents/{agent}/install (and
-# creating a session with a missing agent) installs into the data dir. --build-arg NODE=0 leaves them
-# out, for an image that runs only the mock agent and agents provided otherwise.
-ARG NODE=1
-RUN if [ "$NODE" = 1 ]; then \
-        apt-get update && apt-get install -y --no-install-recommends nodejs npm \
-        && rm -rf /var/lib/apt/lists/*; \
-    fi
-
-RUN python3 -m venv /opt/acp-rest-bridge
-WORKDIR /src
-COPY pyproject.toml README.md ./
-COPY app ./app
-RUN /opt/acp-rest-bridge/bin/pip install --no-cache-dir . \
-    && mkdir -p /var/lib/acp-rest-bridge /workspace
-
+USER bridge
 # Sessions start in the server's working directory: the sandbox's workspace.
 WORKDIR /workspace
-EXPOSE 2468
 VOLUME ["/var/lib/acp-rest-bridge"]
+EXPOSE 2468
+HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=3 \
+    CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('ACP_BRIDGE_PORT', '2468') + '/v1/health', timeout=2)"]
+# tini is PID 1: it forwards signals to the server and reaps the orphans of agents' children.
+# The server ends on SIGTERM by re-raising it once it has shut down; -e 143 makes that exit 0.
+ENTRYPOINT ["/usr/bin/tini", "-e", "143", "--"]
 STOPSIGNAL SIGTERM
-CMD ["/opt/acp-rest-bridge/bin/acp-rest-bridge", "server"]
+CMD ["acp-rest-bridge", "server"]

@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
+from pydantic import ValidationError
 from starlette.responses import PlainTextResponse
 
+from app import datadir, startup
 from app.acp.orphans import ProcessRegistry
+from app.agents.node import OnDemandNode
 from app.agents.registry import AgentRegistry, AgentsFileError
-from app.api import agents, events, fs, health, permissions, problems, questions, sessions, ui
+from app.api import agents, events, fs, health, openapi, permissions, problems, questions, sessions, ui
 from app.api.middleware import AuthMiddleware, BodyLimitMiddleware, CORSMiddleware, EncodedPathMiddleware
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore
@@ -48,17 +51,22 @@ def open_store(settings: Settings) -> EventStore:
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The composition root: every service of the server is built here, once, and handed on."""
     settings = settings or Settings()
-    data_dir = settings.resolved_data_dir()
+    cache_dir = settings.cache_dir()
+    node = OnDemandNode(cache_dir / "node", settings.install_timeout) if settings.node_on_demand else None
     registry = AgentRegistry(
-        settings.agents_file, install_dir=data_dir / "bin", install_timeout=settings.install_timeout
+        settings.agents_file, install_dir=cache_dir / "bin", install_timeout=settings.install_timeout, node=node
     )
     store = open_store(settings)
     services = ClientServices()  # what the bridge answers when an agent asks (permissions, files, terminals...)
-    processes = ProcessRegistry(data_dir / "processes")  # agent and terminal process groups, for cleanup
+    # Agent and terminal process groups, so the next server on the data dir can end a crashed run's.
+    processes = ProcessRegistry(settings.resolved_data_dir() / "processes")
     manager = SessionManager(settings, registry, store, services, processes)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        datadir.prepare(settings)
+        if node is not None:
+            node.activate()  # a Node.js installed on demand by an earlier run
         store.open()
         try:
             # The data dir is this server's now: end what an earlier run left alive.
@@ -78,6 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await manager.shutdown()
             processes.close()
             store.close()  # commits every event still queued
+            datadir.remove(settings)
 
     app = FastAPI(
         title="acp-rest-bridge",
@@ -94,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.manager = manager
     app.state.store = store
     problems.install(app)
+    openapi.install(app)
     for router in ROUTERS:
         app.include_router(router)
     ui.install(app)
@@ -139,15 +149,26 @@ def _parser() -> argparse.ArgumentParser:
         "-C", "--cors-allow-credentials", action="store_true", default=None, help="allow CORS credentials"
     )
     server.add_argument("--agents-file", type=Path, help="TOML file of extra ACP agents")
-    server.add_argument("--data-dir", type=Path, help="where events and installs are kept")
+    server.add_argument("--data-dir", type=Path, help="where events are kept (default: a private dir per run)")
     server.add_argument(
         "--fs-root", dest="fs_roots", action="append", help="confine /v1/fs and agent file access here (repeatable)"
     )
-    server.add_argument("--log-level", help="uvicorn log level (default warning)")
+    server.add_argument("--log-level", help="log level (default warning)")
 
     export = sub.add_parser("openapi", help="print the OpenAPI document this server serves")
     export.add_argument("--out", type=Path, help="write to this file instead of stdout")
+
+    sub.add_parser("settings", help="print the table of server options (as in README.md)")
     return parser
+
+
+def settings_error(exc: ValidationError) -> str:
+    """One line for a bad flag or ACP_BRIDGE_* value."""
+    parts = []
+    for error in exc.errors():
+        name = ".".join(str(p) for p in error["loc"])
+        parts.append(f"--{name.replace('_', '-')} / ACP_BRIDGE_{name.upper()}: {error['msg']}")
+    return "invalid setting " + "; ".join(parts)
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -164,7 +185,15 @@ def cli(argv: Sequence[str] | None = None) -> None:
         else:
             sys.stdout.write(document)
         return
-    settings = settings_from_args(args)
+    if args.command == "settings":
+        from app.settings_table import render
+
+        sys.stdout.write(render())
+        return
+    try:
+        settings = settings_from_args(args)
+    except ValidationError as exc:
+        sys.exit(f"acp-rest-bridge: {settings_error(exc)}")
     if settings.cors_allow_credentials and (not settings.cors_allow_method or not settings.cors_allow_header):
         sys.exit(
             "acp-rest-bridge: --cors-allow-credentials needs explicit --cors-allow-method and "
@@ -178,9 +207,16 @@ def cli(argv: Sequence[str] | None = None) -> None:
         )
     try:
         app = create_app(settings)
+        datadir.prepare(settings)
         app.state.store.open()  # here, so a locked or unusable data dir is a one-line error
-    except (AgentsFileError, StoreError) as exc:
+        sock = startup.listen(settings.host, settings.port)
+    except (AgentsFileError, StoreError, startup.StartError, OSError) as exc:
+        datadir.remove(settings)
         sys.exit(f"acp-rest-bridge: {exc}")
+    print(startup.startup_line(settings, app.state.registry, sock), file=sys.stderr, flush=True)
+    warning = startup.open_api_warning(settings)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     import uvicorn
 
     # The bridge's own records (and the ACP SDK's, which go to the root logger) at the chosen level.
@@ -189,7 +225,7 @@ def cli(argv: Sequence[str] | None = None) -> None:
     # The legacy API has no WebSocket route: no WebSocket library is loaded.
     # SIGTERM: requests still running after SHUTDOWN_GRACE seconds (an npm install nobody waits for,
     # a long create) are cancelled, which stops what they started, so the server exits promptly.
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -198,3 +234,7 @@ def cli(argv: Sequence[str] | None = None) -> None:
         ws="none",
         timeout_graceful_shutdown=SHUTDOWN_GRACE,
     )
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock])  # the socket bound above
+    if not server.started:
+        sys.exit(3)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -20,16 +22,21 @@ class Settings(BaseSettings):
     # Legacy flag: accepted for compatibility; auth is off exactly when no token is set.
     no_token: bool = False
 
-    cors_allow_origin: list[str] = Field(default_factory=list)
-    cors_allow_method: list[str] = Field(default_factory=list)
-    cors_allow_header: list[str] = Field(default_factory=list)
+    # Env: a JSON list or comma-separated values.
+    cors_allow_origin: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    cors_allow_method: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    cors_allow_header: Annotated[list[str], NoDecode] = Field(default_factory=list)
     cors_allow_credentials: bool = False
 
     agents_file: Path | None = None
-    data_dir: Path = Path("~/.local/share/acp-rest-bridge")
+    # Where events are kept. Unset: a private directory per server process, removed when it exits,
+    # so parallel servers never collide and each run starts with no sessions (see cache_dir()).
+    data_dir: Path | None = None
 
     # Seconds an agent install (`npm install` of its ACP adapter) may take (0: no limit).
     install_timeout: float = 600.0
+    # Without npm on PATH, the first agent install installs Node.js with pip (app/agents/node.py).
+    node_on_demand: bool = False
 
     # Seconds allowed for `initialize` + `session/new` before create answers 504.
     agent_start_timeout: float = 30.0
@@ -72,6 +79,16 @@ class Settings(BaseSettings):
 
     log_level: str = "warning"
 
+    @field_validator("cors_allow_origin", "cors_allow_method", "cors_allow_header", mode="before")
+    @classmethod
+    def _split_commas(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return value
+
     @field_validator("fs_roots", mode="before")
     @classmethod
     def _split_roots(cls, value: Any) -> Any:
@@ -82,5 +99,26 @@ class Settings(BaseSettings):
             return [part for part in text.split(os.pathsep) if part]
         return value
 
+    _private_data_dir: Path | None = PrivateAttr(default=None)
+
+    @property
+    def private_data_dir(self) -> bool:
+        """No data dir was asked for: this server's events live in its own directory, removed at exit."""
+        return self.data_dir is None
+
     def resolved_data_dir(self) -> Path:
-        return self.data_dir.expanduser().resolve()
+        if self.data_dir is not None:
+            return self.data_dir.expanduser().resolve()
+        if self._private_data_dir is None:
+            # Named, not created: app.datadir.prepare() makes it (mode 0700) when the server starts.
+            name = f"acp-rest-bridge-{os.getpid()}-{secrets.token_hex(4)}"
+            self._private_data_dir = Path(tempfile.gettempdir()).resolve() / name
+        return self._private_data_dir
+
+    def cache_dir(self) -> Path:
+        """Agent installs (`bin/`) and skill sources (`skills/`), which outlive a run: in the data dir
+        when one is set (the Docker volume), else in the user's cache dir, shared by every server."""
+        if self.data_dir is not None:
+            return self.resolved_data_dir()
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+        return Path(base).resolve() / "acp-rest-bridge"

@@ -27,6 +27,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.agents.node import OnDemandNode
 from app.errors import InstallFailed
 
 STDERR_TAIL = 4000
@@ -105,9 +106,10 @@ def installed_version(install_dir: Path | None, agent_id: str) -> str | None:
 
 
 class Installer:
-    def __init__(self, install_dir: Path, timeout: float) -> None:
+    def __init__(self, install_dir: Path, timeout: float, node: OnDemandNode | None = None) -> None:
         self.install_dir = install_dir
         self.timeout = timeout
+        self.node = node
         self._locks: dict[str, asyncio.Lock] = {}
         # npm processes running now, and installs not yet cleaned up (for a prompt shutdown).
         self._procs: set[asyncio.subprocess.Process] = set()
@@ -139,6 +141,8 @@ class Installer:
 
     async def _install(self, agent_id: str, adapter: NpmAdapter, version: str) -> None:
         npm = shutil.which("npm")
+        if npm is None and self.node is not None:
+            npm = await self.node.npm(agent_id)
         if npm is None:
             raise InstallFailed(agent_id, "npm is not on PATH: the ACP adapters are npm packages (install Node.js)")
         token = secrets.token_hex(4)
@@ -168,9 +172,13 @@ class Installer:
 
     def _prepare(self, agent_id: str, staging: Path) -> None:
         self.install_dir.mkdir(parents=True, exist_ok=True)
-        # What an interrupted install left behind (this server holds the data dir's lock).
+        # What an interrupted install left behind. Several servers may share the install dir (the
+        # user's cache dir), so a staging directory younger than any install can run is left alone.
+        stale_before = time.time() - max(self.timeout, 3600.0)
         for leftover in self.install_dir.glob(f".{agent_id}.*-*"):
-            shutil.rmtree(leftover, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                if leftover.stat().st_mtime < stale_before:
+                    shutil.rmtree(leftover, ignore_errors=True)
         staging.mkdir()
 
     def _swap_in(self, agent_id: str, staging: Path, token: str) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from app.errors import InstallFailed, UnsupportedAgent
 
 from .install import Installer, installed_command, installed_version
+from .node import OnDemandNode
 
 CAPABILITY_KEYS = (
     "planMode",
@@ -263,10 +264,14 @@ def load_agents_file(path: Path) -> list[AgentSpec]:
 
 class AgentRegistry:
     def __init__(
-        self, agents_file: Path | None = None, install_dir: Path | None = None, install_timeout: float = 600.0
+        self,
+        agents_file: Path | None = None,
+        install_dir: Path | None = None,
+        install_timeout: float = 600.0,
+        node: OnDemandNode | None = None,
     ) -> None:
         self.install_dir = install_dir
-        self.installer = Installer(install_dir, install_timeout) if install_dir is not None else None
+        self.installer = Installer(install_dir, install_timeout, node) if install_dir is not None else None
         self._agents: dict[str, AgentSpec] = {}
         for agent_id in LEGACY_IDS:
             self._agents[agent_id] = AgentSpec(

@@ -1,17 +1,19 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Path, Request, Response
 from starlette.responses import JSONResponse
 
 from app.agents.registry import LEGACY_MODELS, LEGACY_MODES, AgentSpec
 from app.legacy.models import AgentInstallRequest, AgentListResponse, AgentModelsResponse, AgentModesResponse
 
 from . import deps
+from .openapi import json_request, operation, problems
 from .parsing import json_body, path_param
 
-router = APIRouter()
+router = APIRouter(tags=["agents"])
+AgentId = Annotated[str, Path(description="Agent id")]
 
 
 def agent_info(spec: AgentSpec, request: Request) -> dict[str, Any]:
@@ -38,29 +40,56 @@ def agent_info(spec: AgentSpec, request: Request) -> dict[str, Any]:
     return info
 
 
-@router.get("/v1/agents", operation_id="list_agents", responses={200: {"model": AgentListResponse}})
+@router.get(
+    "/v1/agents",
+    operation_id="list_agents",
+    summary="List Agents",
+    description="Every agent the server knows, installed or not, with its capabilities.",
+    responses={200: {"model": AgentListResponse, "description": "The agents"}},
+)
 async def list_agents(request: Request) -> JSONResponse:
     return JSONResponse({"agents": [agent_info(spec, request) for spec in deps.registry(request).all()]})
 
 
-@router.post("/v1/agents/{agent}/install", operation_id="install_agent", status_code=204)
-async def install_agent(agent: str, request: Request) -> Response:
+@router.post(
+    "/v1/agents/{agent}/install",
+    operation_id="install_agent",
+    status_code=204,
+    summary="Install Agent",
+    description="Installs the agent's ACP adapter (npm), or installs it again with `reinstall`.",
+    responses={
+        204: {"description": "Installed"},
+        **problems(e400="Invalid request", e404="No such agent", e500="The install failed"),
+    },
+    openapi_extra=operation(body=json_request("AgentInstallRequest")),
+)
+async def install_agent(agent: AgentId, request: Request) -> Response:
     body = await json_body(request, AgentInstallRequest)
     registry = deps.registry(request)
     await registry.install(registry.get(path_param(agent)), reinstall=bool(body.reinstall))
     return Response(status_code=204)
 
 
-@router.get("/v1/agents/{agent}/modes", operation_id="get_agent_modes", responses={200: {"model": AgentModesResponse}})
-async def get_agent_modes(agent: str, request: Request) -> JSONResponse:
+@router.get(
+    "/v1/agents/{agent}/modes",
+    operation_id="get_agent_modes",
+    summary="List Agent Modes",
+    description="The agent's modes (`agentMode` of a session).",
+    responses={200: {"model": AgentModesResponse, "description": "The modes"}, **problems(e400="Invalid request")},
+)
+async def get_agent_modes(agent: AgentId, request: Request) -> JSONResponse:
     spec = deps.registry(request).get(path_param(agent))
     modes = LEGACY_MODES.get(spec.id) or [{"id": "build", "name": "Build", "description": "Default build mode"}]
     return JSONResponse({"modes": modes})
 
 
 @router.get(
-    "/v1/agents/{agent}/models", operation_id="get_agent_models", responses={200: {"model": AgentModelsResponse}}
+    "/v1/agents/{agent}/models",
+    operation_id="get_agent_models",
+    summary="List Agent Models",
+    description="The models the agent offers (`model` of a session).",
+    responses={200: {"model": AgentModelsResponse, "description": "The models"}, **problems(e404="No such agent")},
 )
-async def get_agent_models(agent: str, request: Request) -> JSONResponse:
+async def get_agent_models(agent: AgentId, request: Request) -> JSONResponse:
     spec = deps.registry(request).get(path_param(agent))
     return JSONResponse(LEGACY_MODELS.get(spec.id) or spec.models or {"models": []})

@@ -6,10 +6,10 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette.sse import SendTimeoutError
 from starlette.responses import Response, StreamingResponse
@@ -20,17 +20,42 @@ from app.events.model import SESSION_ENDED, TERMINAL_TYPES, TURN_STARTED
 from app.legacy.models import EventsResponse
 
 from . import deps
+from .openapi import ADDITION, json_request, operation, problems, query
 from .parsing import Query, path_param
 from .sessions import accept_message
 
-router = APIRouter()
+router = APIRouter(tags=["sessions"])
+SessionId = Annotated[str, Path(description="Session id")]
 log = logging.getLogger("acp_rest_bridge.sse")
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-@router.get("/v1/sessions/{session_id}/events", operation_id="get_events", responses={200: {"model": EventsResponse}})
-async def get_events(session_id: str, request: Request) -> Response:
+OFFSET = "Events after this sequence (exclusive)"
+INCLUDE_RAW = "Include the ACP messages each event came from (also `includeRaw`)"
+SSE_FRAMES = (
+    "Each event is one frame, `id: <sequence>` then `data: <UniversalEvent JSON>` (the `id` line is the "
+    "bridge's addition to the legacy frames)."
+)
+LAST_EVENT_ID = {
+    "name": "Last-Event-ID",
+    "in": "header",
+    "description": "Resume after this sequence (the larger of it and `offset` wins)",
+    "required": False,
+    "schema": {"type": "string"},
+    ADDITION: True,
+}
+
+
+@router.get(
+    "/v1/sessions/{session_id}/events",
+    operation_id="get_events",
+    summary="Get Events",
+    description="A page of the session's events after `offset`, at most `limit` of them.",
+    responses={200: {"model": EventsResponse, "description": "The events"}, **problems(e404="No such session")},
+    openapi_extra=query("EventsQuery", offset=OFFSET, limit="Largest number of events", include_raw=INCLUDE_RAW),
+)
+async def get_events(session_id: SessionId, request: Request) -> Response:
     query = Query(request)
     offset = query.integer("offset") or 0
     limit = query.integer("limit")
@@ -196,8 +221,20 @@ def _sse(
     )
 
 
-@router.get("/v1/sessions/{session_id}/events/sse", operation_id="get_events_sse")
-async def get_events_sse(session_id: str, request: Request) -> EventSourceResponse:
+@router.get(
+    "/v1/sessions/{session_id}/events/sse",
+    operation_id="get_events_sse",
+    summary="Subscribe to Events (SSE)",
+    description="Server-sent events: the events after `offset`, then the new ones as they come. "
+    + SSE_FRAMES
+    + " A reconnect with `Last-Event-ID` resumes after that event.",
+    responses={200: {"description": "A `text/event-stream` of events"}},
+    openapi_extra={
+        **query("EventsQuery", exclude=("limit",), offset=OFFSET, include_raw=INCLUDE_RAW),
+        "parameters": [LAST_EVENT_ID],
+    },
+)
+async def get_events_sse(session_id: SessionId, request: Request) -> EventSourceResponse:
     query = Query(request)
     offset = query.integer("offset") or 0
     query.integer("limit")  # accepted and ignored, as legacy
@@ -210,8 +247,16 @@ async def get_events_sse(session_id: str, request: Request) -> EventSourceRespon
     return _sse(request, session.log, offset, include_raw, stop_at_terminal=False)
 
 
-@router.post("/v1/sessions/{session_id}/messages/stream", operation_id="post_message_stream")
-async def post_message_stream(session_id: str, request: Request) -> EventSourceResponse:
+@router.post(
+    "/v1/sessions/{session_id}/messages/stream",
+    operation_id="post_message_stream",
+    summary="Send Message (Streaming)",
+    description="Starts a turn with the message and streams its events as server-sent events until the turn "
+    "ends or waits for a reply. " + SSE_FRAMES,
+    responses={200: {"description": "A `text/event-stream` of the turn's events"}, **problems(e404="No such session")},
+    openapi_extra=operation(body=json_request("MessageRequest"), **query("TurnStreamQuery", include_raw=INCLUDE_RAW)),
+)
+async def post_message_stream(session_id: SessionId, request: Request) -> EventSourceResponse:
     include_raw = Query(request).include_raw()
     sid = path_param(session_id)
     session = deps.manager(request).get(sid)

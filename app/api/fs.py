@@ -29,6 +29,7 @@ from app.legacy.models import (
 )
 
 from . import deps
+from .openapi import binary_request, json_request, operation, query
 from .parsing import Query, json_body
 
 router = APIRouter(tags=["fs"])
@@ -38,22 +39,7 @@ WHOLE_READ_LIMIT = 4 * 1024 * 1024
 CHUNK = 256 * 1024
 
 
-# ---- OpenAPI documentation of the hand-parsed query strings and raw bodies ------------------------
-def _param(name: str, description: str, *, required: bool = False, kind: str = "string") -> dict[str, Any]:
-    return {"name": name, "in": "query", "description": description, "required": required, "schema": {"type": kind}}
-
-
-SESSION_PARAM = _param("session_id", "Session id for relative paths (also `sessionId`)")
-BINARY_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
-    }
-}
-
-
-def _doc(*params: dict[str, Any], body: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"parameters": [*params, SESSION_PARAM], **(body or {})}
+SESSION = "Session id for relative paths (also `sessionId`)"
 
 
 # ---- helpers ---------------------------------------------------------------------------------------
@@ -97,8 +83,11 @@ def _chunks(fh: BinaryIO) -> Iterator[bytes]:
     "/v1/fs/entries",
     operation_id="fs_entries",
     summary="List Directory",
-    responses={200: {"model": list[FsEntry]}},
-    openapi_extra=_doc(_param("path", "Path to list (relative or absolute; default `.`)")),
+    description="The entries of a directory.",
+    responses={200: {"model": list[FsEntry], "description": "The entries"}},
+    openapi_extra=query(
+        "FsEntriesQuery", path="Directory to list (relative or absolute; default `.`)", session_id=SESSION
+    ),
 )
 async def fs_entries(request: Request) -> JSONResponse:
     path = await _path(request, Query(request), default=".")
@@ -109,8 +98,14 @@ async def fs_entries(request: Request) -> JSONResponse:
     "/v1/fs/file",
     operation_id="fs_read_file",
     summary="Read File",
-    responses={200: {"content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}},
-    openapi_extra=_doc(_param("path", "File path (relative or absolute)", required=True)),
+    description="The bytes of a file.",
+    responses={
+        200: {
+            "description": "The file",
+            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
+    openapi_extra=query("FsPathQuery", path="File path (relative or absolute)", session_id=SESSION),
 )
 async def fs_read_file(request: Request) -> Response:
     path = await _path(request, Query(request))
@@ -130,8 +125,12 @@ async def fs_read_file(request: Request) -> Response:
     "/v1/fs/file",
     operation_id="fs_write_file",
     summary="Write File",
-    responses={200: {"model": FsWriteResponse}},
-    openapi_extra=_doc(_param("path", "File path (relative or absolute)", required=True), body=BINARY_BODY),
+    description="Writes the body to a file (created, or replaced whole).",
+    responses={200: {"model": FsWriteResponse, "description": "Written"}},
+    openapi_extra=operation(
+        body=binary_request("application/octet-stream"),
+        **query("FsPathQuery", path="File path (relative or absolute)", session_id=SESSION),
+    ),
 )
 async def fs_write_file(request: Request) -> JSONResponse:
     path = await _path(request, Query(request))
@@ -156,10 +155,10 @@ async def fs_write_file(request: Request) -> JSONResponse:
     "/v1/fs/entry",
     operation_id="fs_delete_entry",
     summary="Delete Entry",
-    responses={200: {"model": FsActionResponse}},
-    openapi_extra=_doc(
-        _param("path", "File or directory path", required=True),
-        _param("recursive", "Delete directories recursively", kind="boolean"),
+    description="Deletes a file, or a directory (its contents too with `recursive`).",
+    responses={200: {"model": FsActionResponse, "description": "Deleted"}},
+    openapi_extra=query(
+        "FsDeleteQuery", path="File or directory path", session_id=SESSION, recursive="Delete a directory's contents"
     ),
 )
 async def fs_delete_entry(request: Request) -> JSONResponse:
@@ -174,8 +173,9 @@ async def fs_delete_entry(request: Request) -> JSONResponse:
     "/v1/fs/mkdir",
     operation_id="fs_mkdir",
     summary="Create Directory",
-    responses={200: {"model": FsActionResponse}},
-    openapi_extra=_doc(_param("path", "Directory path to create", required=True)),
+    description="Creates a directory and its missing parents.",
+    responses={200: {"model": FsActionResponse, "description": "Created"}},
+    openapi_extra=query("FsPathQuery", path="Directory to create", session_id=SESSION),
 )
 async def fs_mkdir(request: Request) -> JSONResponse:
     path = await _path(request, Query(request))
@@ -187,14 +187,9 @@ async def fs_mkdir(request: Request) -> JSONResponse:
     "/v1/fs/move",
     operation_id="fs_move",
     summary="Move Entry",
-    responses={200: {"model": FsMoveResponse}},
-    openapi_extra={
-        "parameters": [SESSION_PARAM],
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": FsMoveRequest.model_json_schema(by_alias=True)}},
-        },
-    },
+    description="Moves or renames a file or directory.",
+    responses={200: {"model": FsMoveResponse, "description": "Moved"}},
+    openapi_extra=operation(body=json_request("FsMoveRequest"), **query("FsSessionQuery", session_id=SESSION)),
 )
 async def fs_move(request: Request) -> JSONResponse:
     query = Query(request)
@@ -212,8 +207,9 @@ async def fs_move(request: Request) -> JSONResponse:
     "/v1/fs/stat",
     operation_id="fs_stat",
     summary="Get File Info",
-    responses={200: {"model": FsStat}},
-    openapi_extra=_doc(_param("path", "Path to stat (symlinks are followed)", required=True)),
+    description="Type, size and modification time of a path.",
+    responses={200: {"model": FsStat, "description": "The entry"}},
+    openapi_extra=query("FsPathQuery", path="Path to look at (symlinks are followed)", session_id=SESSION),
 )
 async def fs_stat(request: Request) -> JSONResponse:
     path = await _path(request, Query(request))
@@ -224,24 +220,20 @@ async def fs_stat(request: Request) -> JSONResponse:
     "/v1/fs/upload-batch",
     operation_id="fs_upload_batch",
     summary="Upload Files",
-    description="Unpacks a plain (uncompressed) tar archive, sent with `Content-Type: application/x-tar`, "
-    "into the destination directory. All or nothing; no entry may leave the destination.",
-    responses={200: {"model": FsUploadBatchResponse}},
-    openapi_extra=_doc(
-        _param("path", "Destination directory (default `.`)"),
-        body={
-            "requestBody": {
-                "required": True,
-                "content": {"application/x-tar": {"schema": {"type": "string", "format": "binary"}}},
-            }
-        },
+    description="Unpacks a plain (uncompressed) tar archive into the destination directory, all or nothing; "
+    "no entry may leave the destination. The body is sent as `application/octet-stream` or `application/x-tar` "
+    "(the second is the bridge's addition to the legacy document).",
+    responses={200: {"model": FsUploadBatchResponse, "description": "Unpacked"}},
+    openapi_extra=operation(
+        body=binary_request("application/octet-stream", additions=("application/x-tar",)),
+        **query("FsUploadBatchQuery", path="Destination directory (default `.`)", session_id=SESSION),
     ),
 )
 async def fs_upload_batch(request: Request) -> JSONResponse:
     dest = await _path(request, Query(request), default=".")
     content_type = request.headers.get("content-type", "")
-    if not content_type.strip().lower().startswith("application/x-tar"):
-        raise InvalidRequest("content-type must be application/x-tar")
+    if content_type.split(";", 1)[0].strip().lower() not in ("application/x-tar", "application/octet-stream"):
+        raise InvalidRequest("content-type must be application/x-tar or application/octet-stream")
     try:
         upload = await _blocking(TarUpload, dest, deps.settings(request).upload_unpacked_limit, _confinement(request))
     except OSError as exc:

@@ -8,6 +8,13 @@ from app.legacy.models import HealthResponse
 router = APIRouter()
 
 
-@router.get("/v1/health", operation_id="get_health", responses={200: {"model": HealthResponse}})
+@router.get(
+    "/v1/health",
+    operation_id="get_health",
+    tags=["meta"],
+    summary="Health Check",
+    description='Answers `{"status":"ok"}` while the server runs; never needs the token.',
+    responses={200: {"model": HealthResponse, "description": "The server is up"}},
+)
 async def get_health() -> JSONResponse:
     return JSONResponse({"status": "ok"})

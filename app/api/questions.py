@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request, Response
 
 from app.legacy.models import QuestionReplyRequest
 from app.sessions import question_requests
 
 from . import deps
+from .openapi import json_request, operation, problems
 from .parsing import json_body, path_param
 
-router = APIRouter()
+router = APIRouter(tags=["sessions"])
+SessionId = Annotated[str, Path(description="Session id")]
+QuestionId = Annotated[str, Path(description="Question id")]
 
 
-@router.post("/v1/sessions/{session_id}/questions/{question_id}/reply", operation_id="reply_question", status_code=204)
-async def reply_question(session_id: str, question_id: str, request: Request) -> Response:
+@router.post(
+    "/v1/sessions/{session_id}/questions/{question_id}/reply",
+    operation_id="reply_question",
+    status_code=204,
+    summary="Reply to Question",
+    description="Answers the agent's question; `answers[i]` fills its field *i*.",
+    responses={204: {"description": "Answered"}, **problems(e404="No such session or pending question")},
+    openapi_extra=operation(body=json_request("QuestionReplyRequest")),
+)
+async def reply_question(session_id: SessionId, question_id: QuestionId, request: Request) -> Response:
     body = await json_body(request, QuestionReplyRequest)
     session = deps.manager(request).get(path_param(session_id))
     question_requests.reply(session, path_param(question_id), body.answers)
@@ -22,9 +35,14 @@ async def reply_question(session_id: str, question_id: str, request: Request) ->
 
 
 @router.post(
-    "/v1/sessions/{session_id}/questions/{question_id}/reject", operation_id="reject_question", status_code=204
+    "/v1/sessions/{session_id}/questions/{question_id}/reject",
+    operation_id="reject_question",
+    status_code=204,
+    summary="Reject Question",
+    description="Declines the agent's question.",
+    responses={204: {"description": "Declined"}, **problems(e404="No such session or pending question")},
 )
-async def reject_question(session_id: str, question_id: str, request: Request) -> Response:
+async def reject_question(session_id: SessionId, question_id: QuestionId, request: Request) -> Response:
     session = deps.manager(request).get(path_param(session_id))  # no body; any body is ignored
     question_requests.reject(session, path_param(question_id))
     return Response(status_code=204)

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request, Response
 from starlette.responses import JSONResponse
 
 from app.legacy.models import (
@@ -12,20 +14,38 @@ from app.legacy.models import (
 from app.sessions.attachments import read_images
 
 from . import deps
+from .openapi import json_request, operation, problems
 from .parsing import json_body, path_param
 
-router = APIRouter()
+router = APIRouter(tags=["sessions"])
+SessionId = Annotated[str, Path(description="Session id")]
 
 
-@router.get("/v1/sessions", operation_id="list_sessions", responses={200: {"model": SessionListResponse}})
+@router.get(
+    "/v1/sessions",
+    operation_id="list_sessions",
+    summary="List Sessions",
+    description="Every session of this server, running or ended.",
+    responses={200: {"model": SessionListResponse, "description": "The sessions"}},
+)
 async def list_sessions(request: Request) -> JSONResponse:
     return JSONResponse({"sessions": [s.info() for s in deps.manager(request).list()]})
 
 
 @router.post(
-    "/v1/sessions/{session_id}", operation_id="create_session", responses={200: {"model": CreateSessionResponse}}
+    "/v1/sessions/{session_id}",
+    operation_id="create_session",
+    summary="Create Session",
+    description="Starts the agent's process and an ACP session with the given settings.",
+    responses={
+        200: {"model": CreateSessionResponse, "description": "The session runs"},
+        **problems(e400="Invalid request", e409="The session id is taken"),
+    },
+    openapi_extra=operation(body=json_request("CreateSessionRequest")),
 )
-async def create_session(session_id: str, request: Request) -> JSONResponse:
+async def create_session(
+    session_id: Annotated[str, Path(description="Client session id")], request: Request
+) -> JSONResponse:
     body = await json_body(request, CreateSessionRequest)
     session = await deps.manager(request).create(path_param(session_id), body.as_request())
     return JSONResponse({"healthy": True, "nativeSessionId": session.native_session_id})
@@ -44,14 +64,29 @@ async def accept_message(request: Request, session_id: str) -> str:
     return session.send_message(body.message, attachments, image_data)
 
 
-@router.post("/v1/sessions/{session_id}/messages", operation_id="post_message", status_code=204)
-async def post_message(session_id: str, request: Request) -> Response:
+@router.post(
+    "/v1/sessions/{session_id}/messages",
+    operation_id="post_message",
+    status_code=204,
+    summary="Send Message",
+    description="Starts a turn with the message and answers at once; the turn's events follow.",
+    responses={204: {"description": "Accepted"}, **problems(e404="No such session")},
+    openapi_extra=operation(body=json_request("MessageRequest")),
+)
+async def post_message(session_id: SessionId, request: Request) -> Response:
     await accept_message(request, path_param(session_id))
     return Response(status_code=204)
 
 
-@router.post("/v1/sessions/{session_id}/terminate", operation_id="terminate_session", status_code=204)
-async def terminate_session(session_id: str, request: Request) -> Response:
+@router.post(
+    "/v1/sessions/{session_id}/terminate",
+    operation_id="terminate_session",
+    status_code=204,
+    summary="Terminate Session",
+    description="Cancels the running turn and stops the agent's process.",
+    responses={204: {"description": "Terminated"}, **problems(e404="No such session")},
+)
+async def terminate_session(session_id: SessionId, request: Request) -> Response:
     session = deps.manager(request).get(path_param(session_id))
     await session.terminate()
     return Response(status_code=204)

@@ -269,8 +269,10 @@ def test_failed_uploads_leave_the_destination_as_it_was(client: httpx.Client, tm
         assert problem(response, 502)["type"] == "urn:sandbox-agent:error:stream_error"
     assert listing(tmp_path) == []  # not even the destination was created
 
-    wrong_type = tar_upload(client, good, content_type="application/octet-stream", path=str(new_dest))
-    assert detail(wrong_type, 400) == "invalid request: content-type must be application/x-tar"
+    wrong_type = tar_upload(client, good, content_type="text/plain", path=str(new_dest))
+    assert (
+        detail(wrong_type, 400) == "invalid request: content-type must be application/x-tar or application/octet-stream"
+    )
     assert client.post("/v1/fs/upload-batch", params={"path": str(new_dest)}, content=good).status_code == 400
     assert listing(tmp_path) == []
 
@@ -287,6 +289,9 @@ def test_failed_uploads_leave_the_destination_as_it_was(client: httpx.Client, tm
 
     accepted = tar_upload(client, good, content_type="application/x-tar; charset=binary", path=str(new_dest))
     assert accepted.status_code == 200
+    # the legacy document's media type is accepted too
+    again = tar_upload(client, good, content_type="application/octet-stream", path=str(tmp_path / "other"))
+    assert again.status_code == 200, again.text
 
 
 # ---- body limit --------------------------------------------------------------------------------------

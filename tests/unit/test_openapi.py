@@ -1,21 +1,167 @@
-"""The checked-in OpenAPI document is the one the server serves, and it covers the legacy contract."""
+"""The served OpenAPI document is the legacy contract, and the checked-in copy is the served one.
+
+The comparison goes structure by structure (paths, operations, parameters, bodies, responses,
+component schemas) and lists every difference; prose (summaries, descriptions) is the bridge's own
+and is not compared. What the bridge adds carries ``x-acp-rest-bridge-addition`` and is skipped.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from app.main import create_app
+from app.api.openapi import ADDITION
+from app.main import cli, create_app
 from app.settings import Settings
 from tests.support import ROOT, SHARED
 
 DOC = ROOT / "openapi" / "openapi.json"
+LEGACY = SHARED / "legacy" / "openapi.json"
+PROSE = {"description", "summary"}
 
 
-def served(tmp_path: Path) -> dict:  # type: ignore[type-arg]
+def served(tmp_path: Path) -> dict[str, Any]:
     return create_app(Settings(data_dir=tmp_path)).openapi()
+
+
+def legacy() -> dict[str, Any]:
+    if not LEGACY.exists():
+        pytest.skip("../shared is not present")
+    return json.loads(LEGACY.read_text())
+
+
+def _schema(node: Any) -> Any:
+    """A schema without prose; `required` and `oneOf` as sets."""
+    if isinstance(node, list):
+        return [_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "properties":
+            out[key] = {name: _schema(sub) for name, sub in value.items()}
+        elif key == "required" and isinstance(value, list):
+            out[key] = sorted(value)
+        elif key == "oneOf":  # unordered in meaning
+            out[key] = sorted((_schema(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
+        elif key not in PROSE:
+            out[key] = _schema(value)
+    return out
+
+
+def _compare(ours: Any, theirs: Any, where: str, diffs: list[str]) -> None:
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        for key in sorted(set(ours) | set(theirs)):
+            if key not in ours:
+                diffs.append(f"{where}/{key}: missing (legacy: {json.dumps(theirs[key])})")
+            elif key not in theirs:
+                diffs.append(f"{where}/{key}: extra ({json.dumps(ours[key])})")
+            else:
+                _compare(ours[key], theirs[key], f"{where}/{key}", diffs)
+    elif isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
+        for index, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+            _compare(a, b, f"{where}[{index}]", diffs)
+    elif ours != theirs:
+        diffs.append(f"{where}: {json.dumps(ours)} (legacy: {json.dumps(theirs)})")
+
+
+def _parameters(op: dict[str, Any]) -> dict[str, Any]:
+    return {
+        f"{p['in']}:{p['name']}": {"required": p.get("required", False), "schema": _schema(p.get("schema"))}
+        for p in op.get("parameters", [])
+        if not p.get(ADDITION)
+    }
+
+
+def _content(part: dict[str, Any]) -> dict[str, Any]:
+    return {
+        media: _schema(body.get("schema")) for media, body in part.get("content", {}).items() if not body.get(ADDITION)
+    }
+
+
+def _operation(op: dict[str, Any]) -> dict[str, Any]:
+    shape: dict[str, Any] = {
+        "operationId": op.get("operationId"),
+        "tags": sorted(op.get("tags", [])),
+        "parameters": _parameters(op),
+        "responses": {code: _content(response) for code, response in op.get("responses", {}).items()},
+    }
+    if "requestBody" in op:
+        shape["requestBody"] = {"required": op["requestBody"].get("required", False), **_content(op["requestBody"])}
+    return shape
+
+
+def structural_diff(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
+    diffs: list[str] = []
+    if not str(ours.get("openapi", "")).startswith("3.0."):
+        diffs.append(f"openapi: {ours.get('openapi')} (legacy: {theirs['openapi']})")
+    for path in sorted(set(ours["paths"]) | set(theirs["paths"])):
+        mine, legacy_ops = ours["paths"].get(path, {}), theirs["paths"].get(path, {})
+        for method in sorted(set(mine) | set(legacy_ops)):
+            where = f"paths/{path}/{method}"
+            if method not in legacy_ops:
+                diffs.append(f"{where}: extra operation")
+            elif method not in mine:
+                diffs.append(f"{where}: missing operation")
+            else:
+                _compare(_operation(mine[method]), _operation(legacy_ops[method]), where, diffs)
+    _compare(
+        _schema(ours.get("components", {}).get("schemas", {})),
+        _schema(theirs["components"]["schemas"]),
+        "components/schemas",
+        diffs,
+    )
+    return diffs
+
+
+def test_served_document_is_the_legacy_contract(tmp_path: Path) -> None:
+    diffs = structural_diff(served(tmp_path), legacy())
+    assert not diffs, "\n".join(diffs)
+
+
+def test_additions_are_marked_and_documented(tmp_path: Path) -> None:
+    doc = served(tmp_path)
+    upload = doc["paths"]["/v1/fs/upload-batch"]["post"]["requestBody"]["content"]
+    assert set(upload) == {"application/octet-stream", "application/x-tar"}
+    assert upload["application/x-tar"][ADDITION] is True
+    sse = doc["paths"]["/v1/sessions/{session_id}/events/sse"]["get"]
+    assert [p["name"] for p in sse["parameters"] if p.get(ADDITION)] == ["Last-Event-ID"]
+
+
+def test_no_fastapi_validation_schemas(tmp_path: Path) -> None:
+    text = json.dumps(served(tmp_path))
+    assert "HTTPValidationError" not in text and "ValidationError" not in text
+    assert '"anyOf"' not in text and '"const"' not in text
+
+
+def test_every_ref_resolves(tmp_path: Path) -> None:
+    doc = served(tmp_path)
+    schemas = doc["components"]["schemas"]
+    refs = {ref.split("/")[-1] for ref in _refs(doc)}
+    assert refs <= set(schemas), refs - set(schemas)
+
+
+def _refs(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        found = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
+        return found + [ref for value in node.values() for ref in _refs(value)]
+    if isinstance(node, list):
+        return [ref for item in node for ref in _refs(item)]
+    return []
+
+
+def test_the_diff_lists_differences(tmp_path: Path) -> None:
+    """The comparison is not vacuous: a changed document shows each change."""
+    theirs = legacy()
+    ours = json.loads(json.dumps(theirs))
+    del ours["components"]["schemas"]["SessionInfo"]["properties"]["title"]
+    ours["paths"]["/v1/sessions/{session_id}/events"]["get"]["parameters"][1]["required"] = True
+    ours["openapi"] = "3.1.0"
+    diffs = structural_diff(ours, theirs)
+    assert len(diffs) == 3, diffs
 
 
 def test_checked_in_document_is_current(tmp_path: Path) -> None:
@@ -24,17 +170,14 @@ def test_checked_in_document_is_current(tmp_path: Path) -> None:
     )
 
 
-def test_every_legacy_operation_is_served(tmp_path: Path) -> None:
-    legacy_doc = SHARED / "legacy" / "openapi.json"
-    if not legacy_doc.exists():
-        pytest.skip("../shared is not present")
-    legacy = json.loads(legacy_doc.read_text())
-    ours = served(tmp_path)["paths"]
-    missing = []
-    for path, operations in legacy["paths"].items():
-        for method, op in operations.items():
-            if method not in ours.get(path, {}):
-                missing.append(f"{method.upper()} {path}")
-            else:
-                assert ours[path][method].get("operationId") == op["operationId"], path
-    assert not missing, missing
+def test_openapi_command_writes_the_served_document(tmp_path: Path) -> None:
+    out = tmp_path / "openapi.json"
+    cli(["openapi", "--out", str(out)])
+    assert json.loads(out.read_text()) == served(tmp_path)
+
+
+def test_document_is_built_lazily(tmp_path: Path) -> None:
+    app = create_app(Settings(data_dir=tmp_path))
+    assert app.openapi_schema is None
+    first = app.openapi()
+    assert app.openapi() is first

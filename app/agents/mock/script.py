@@ -114,20 +114,34 @@ def update(payload: dict[str, Any]) -> Step:
 
 
 # ---- scripts -------------------------------------------------------------------------------
+# Every command (a test checks that none is missing); the legacy mock's first, then the bridge's.
 HELP_TEXT = "\n".join(
     [
         "Mock agent commands:",
         "- demo: run a full UI coverage sequence with markers.",
         "- markdown: streaming markdown fixture.",
-        "- tool: tool call + tool result with file refs.",
+        "- tool (tools, tooling): tool call + tool result with file refs.",
         "- status: status item updates.",
         "- image: message with image content part.",
         "- unknown: item.kind=unknown example.",
-        "- permission: permission requests (pending).",
-        "- question: question requests (pending).",
+        "- permission (permissions): permission requests (pending).",
+        "- question (questions): question requests (pending).",
         "- error: error + agent.unparsed events.",
         "- unparsed: emit agent.unparsed only.",
-        "- end: emit session.ended.",
+        "- end (ended, session.end): emit session.ended.",
+        "- help: this list.",
+        "- echo <text> (say): reply with the text.",
+        "- plan: a plan with three entries, updated as they are done.",
+        "- diff: an edit whose result is an ACP v2 structured diff.",
+        "- v2: ACP v2 update shapes (whole messages, streamed tool content, item plan).",
+        "- meta: reply with the sandbox-agent _meta this agent received.",
+        "- title: rename the session.",
+        "- mode <id>: switch the agent's mode.",
+        "- read <path> [<line> [<limit>]]: read a file through the client (fs/read_text_file).",
+        "- write <path> <text>: write a file through the client (fs/write_text_file).",
+        "- run [--timeout=<seconds>] <command>: run a shell command in a client terminal.",
+        "- spawn <command>: start a shell command in a client terminal and leave it running.",
+        "- burst <count> [<size>]: one message streamed as <count> chunks, as fast as possible.",
         "- history: the earlier messages of this session (kept across bridge restarts).",
         "",
         "Any other text will be echoed as an assistant message.",

@@ -1,0 +1,204 @@
+"""The served OpenAPI document: the legacy contract (OpenAPI 3.0), generated from the app's own models.
+
+Routes declare their documentation with the helpers below (``problems``, ``json_request``,
+``query``...), which are plain data; the document itself is built on the first request for it
+(FastAPI caches it), never at import or start-up. ``legacy_openapi`` turns FastAPI's 3.1 output into
+the legacy 3.0 shapes: components are exactly ``app.legacy.models.LEGACY_SCHEMAS``, nullable unions
+become ``nullable: true``, FastAPI's own 422 ``HTTPValidationError`` entries go (the server answers
+bad input with ProblemDetails, behavior §1.3). What the bridge adds to the legacy contract carries
+the ``x-acp-rest-bridge-addition`` extension.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import create_model
+
+from app.legacy.models import LEGACY_SCHEMAS, ProblemDetails
+
+OPENAPI_VERSION = "3.0.3"
+REF = "#/components/schemas/"
+ADDITION = "x-acp-rest-bridge-addition"
+_QUERY = "x-acp-rest-bridge-query"
+
+TAGS = [
+    {"name": "meta", "description": "The server itself"},
+    {"name": "agents", "description": "Agents: list, install, modes, models"},
+    {"name": "sessions", "description": "Sessions, messages, events, permissions and questions"},
+    {"name": "fs", "description": "Files and directories"},
+]
+
+
+# ---- declarations used by the routers -----------------------------------------------------------
+def problems(**descriptions: str) -> dict[int | str, dict[str, Any]]:
+    """Error responses with a ProblemDetails body: ``problems(e404="Session not found")``."""
+    return {int(code[1:]): {"model": ProblemDetails, "description": text} for code, text in descriptions.items()}
+
+
+def json_request(schema: str) -> dict[str, Any]:
+    """A required JSON request body of the named legacy schema (the handler parses it itself)."""
+    return {"required": True, "content": {"application/json": {"schema": {"$ref": REF + schema}}}}
+
+
+BINARY = {"type": "string", "format": "binary"}
+
+
+def binary_request(*media_types: str, additions: tuple[str, ...] = ()) -> dict[str, Any]:
+    content: dict[str, Any] = {media: {"schema": BINARY} for media in media_types}
+    for media in additions:
+        content[media] = {"schema": BINARY, ADDITION: True}
+    return {"required": True, "content": content}
+
+
+def query(schema: str, *, exclude: tuple[str, ...] = (), **descriptions: str) -> dict[str, Any]:
+    """Query parameters from the properties of a legacy ``*Query`` schema, expanded when the
+    document is built; ``descriptions`` by parameter name."""
+    return {_QUERY: {"schema": schema, "exclude": list(exclude), "descriptions": descriptions}}
+
+
+def operation(
+    *, parameters: list[dict[str, Any]] | None = None, body: dict[str, Any] | None = None, **extra: Any
+) -> dict[str, Any]:
+    """``openapi_extra`` of a route: parameters, request body, query marker, extensions."""
+    result: dict[str, Any] = dict(extra)
+    if parameters:
+        result["parameters"] = parameters
+    if body is not None:
+        result["requestBody"] = body
+    return result
+
+
+# ---- building the document -------------------------------------------------------------------
+def legacy_schemas() -> dict[str, Any]:
+    """``components.schemas``: every legacy schema from its model, in OpenAPI 3.0 form."""
+    fields: dict[str, Any] = {name: (value, ...) for name, value in LEGACY_SCHEMAS.items()}
+    holder = create_model("LegacySchemas", **fields)
+    defs: dict[str, Any] = holder.model_json_schema(ref_template=REF + "{model}").get("$defs", {})
+    private = {name: schema for name, schema in defs.items() if name not in LEGACY_SCHEMAS}
+    return {name: to_openapi30(defs[name], private) for name in LEGACY_SCHEMAS}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    if "$ref" in schema:
+        return {"allOf": [schema], "nullable": True}
+    return {**schema, "nullable": True}
+
+
+def to_openapi30(schema: Any, inline: dict[str, Any] | None = None) -> Any:
+    """A pydantic (JSON Schema 2020-12 / OpenAPI 3.1) schema in OpenAPI 3.0 form, as legacy wrote it:
+    ``anyOf [X, null]`` -> X with ``nullable``, ``const`` -> ``enum``, other ``anyOf`` -> ``oneOf``,
+    no ``title``/``default``, ``$ref``s to the ``inline`` schemas replaced by their bodies."""
+    inline = inline or {}
+    if isinstance(schema, list):
+        return [to_openapi30(item, inline) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith(REF) and ref[len(REF) :] in inline:
+        return to_openapi30(inline[ref[len(REF) :]], inline)
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("title", "default"):
+            continue
+        if key == "properties":
+            out[key] = {name: to_openapi30(sub, inline) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties", "not", "allOf", "anyOf", "oneOf"):
+            out[key] = {} if value is True else to_openapi30(value, inline)
+        elif key == "const":
+            out["enum"] = [value]
+        else:
+            out[key] = value
+    if "anyOf" in out:
+        variants = out.pop("anyOf")
+        others = [v for v in variants if v != {"type": "null"}]
+        if len(others) < len(variants):
+            if len(others) == 1:
+                return {**out, **_nullable(others[0])}
+            return {**out, "oneOf": others, "nullable": True}
+        out["oneOf"] = others
+    return out
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
+
+
+def _query_parameters(marker: dict[str, Any], schemas: dict[str, Any]) -> list[dict[str, Any]]:
+    schema = schemas[marker["schema"]]
+    required = set(schema.get("required", []))
+    params = []
+    for prop, prop_schema in schema["properties"].items():
+        if prop in marker["exclude"]:
+            continue
+        name = _snake(prop)
+        param: dict[str, Any] = {"name": name, "in": "query"}
+        if name in marker["descriptions"]:
+            param["description"] = marker["descriptions"][name]
+        param["required"] = prop in required
+        param["schema"] = prop_schema
+        params.append(param)
+    return params
+
+
+def _operation(op: dict[str, Any], schemas: dict[str, Any]) -> None:
+    marker = op.pop(_QUERY, None)
+    params = op.get("parameters", [])
+    if marker is not None:
+        params = [*params, *_query_parameters(marker, schemas)]
+    for param in params:
+        param["schema"] = to_openapi30(param.get("schema", {}))
+        if param["schema"].get("description") == param.get("description"):
+            param["schema"].pop("description", None)  # FastAPI repeats it there
+    if params:
+        op["parameters"] = params
+    for part in (op.get("requestBody", {}), *op.get("responses", {}).values()):
+        for media in part.get("content", {}).values():
+            if "schema" in media:
+                media["schema"] = to_openapi30(media["schema"])
+    responses = op.get("responses", {})
+    # FastAPI documents a 422 HTTPValidationError for every route with parameters; this server
+    # answers bad input with the legacy ProblemDetails instead.
+    if "HTTPValidationError" in str(responses.get("422", "")):
+        del responses["422"]
+    # A JSON body FastAPI assumed for routes that answer with their own response classes.
+    for code, response in responses.items():
+        content = response.get("content", {})
+        if content.get("application/json", {}).get("schema") == {}:
+            del content["application/json"]
+        if not content or code == "204":
+            response.pop("content", None)
+
+
+def legacy_openapi(app: FastAPI) -> dict[str, Any]:
+    from fastapi.openapi.utils import get_openapi  # only when the document is asked for
+
+    doc = get_openapi(
+        title=app.title,
+        version=app.version,
+        openapi_version=OPENAPI_VERSION,
+        description=app.description,
+        routes=app.routes,
+        tags=TAGS,
+        servers=[{"url": "http://localhost:2468"}],
+        separate_input_output_schemas=False,
+    )
+    schemas = legacy_schemas()
+    for operations in doc.get("paths", {}).values():
+        for op in operations.values():
+            _operation(op, schemas)
+    doc["components"] = {**doc.get("components", {}), "schemas": schemas}
+    return doc
+
+
+def install(app: FastAPI) -> None:
+    """Serve the legacy document at /openapi.json; built on first use, then cached."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = legacy_openapi(app)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,66 @@
+"""The private data dir of a server started without one: made at start, removed at exit.
+
+Its name carries the server's pid (``acp-rest-bridge-<pid>-<random>`` in the temp dir), so one left
+by a server that was killed (SIGKILL, a crash) is recognised and removed by the next server that
+starts.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+from pathlib import Path
+
+from app.acp.orphans import ProcessRegistry
+from app.settings import Settings
+
+_PRIVATE = re.compile(r"acp-rest-bridge-(\d+)-[0-9a-f]+")
+
+
+def prepare(settings: Settings) -> None:
+    """Create the server's private data dir (owner-only); nothing to do for a configured one."""
+    if not settings.private_data_dir:
+        return
+    path = settings.resolved_data_dir()
+    if path.exists():
+        return
+    remove_stale(path.parent)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Also on an exit that skips the server's shutdown (an error while starting).
+    atexit.register(remove, settings)
+
+
+def remove(settings: Settings) -> None:
+    if settings.private_data_dir:
+        shutil.rmtree(settings.resolved_data_dir(), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's
+    return True
+
+
+def remove_stale(parent: Path) -> None:
+    """Private data dirs of this user whose server is gone."""
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return
+    uid = os.getuid()
+    for entry in entries:
+        match = _PRIVATE.fullmatch(entry.name)
+        if match is None or _alive(int(match.group(1))):
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == uid:
+                ProcessRegistry(Path(entry.path) / "processes").sweep()  # agents its server left running
+                shutil.rmtree(entry.path, ignore_errors=True)
+        except OSError:
+            continue

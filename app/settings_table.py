@@ -1,0 +1,101 @@
+"""README's table of server options, made from ``Settings`` itself (every field is a row, with its
+env var and default), so the table cannot drift: ``acp-rest-bridge settings`` prints it and a test
+checks that README.md holds exactly that."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic_core import PydanticUndefined
+
+from app.settings import Settings
+
+# The flags of `acp-rest-bridge server`, by setting (app.main's parser has exactly these).
+FLAGS: dict[str, tuple[str, ...]] = {
+    "host": ("-H", "--host"),
+    "port": ("-p", "--port"),
+    "token": ("-t", "--token"),
+    "no_token": ("-n", "--no-token"),
+    "cors_allow_origin": ("-O", "--cors-allow-origin"),
+    "cors_allow_method": ("-M", "--cors-allow-method"),
+    "cors_allow_header": ("-A", "--cors-allow-header"),
+    "cors_allow_credentials": ("-C", "--cors-allow-credentials"),
+    "agents_file": ("--agents-file",),
+    "data_dir": ("--data-dir",),
+    "fs_roots": ("--fs-root",),
+    "log_level": ("--log-level",),
+}
+
+MEANING: dict[str, str] = {
+    "host": "bind address",
+    "port": "port",
+    "token": "require `Authorization: Bearer <token>` (or `Token`, or Basic with the token as password) on "
+    "`/v1`, except `GET /v1/health`",
+    "no_token": "accepted for compatibility; auth is on exactly when a token is set",
+    "cors_allow_origin": "allowed origin, repeatable; `*` is refused at start (list each origin), as legacy",
+    "cors_allow_method": "allowed method, repeatable",
+    "cors_allow_header": "allowed header, repeatable",
+    "cors_allow_credentials": "needs explicit methods and headers",
+    "agents_file": "TOML file of extra ACP agents (below)",
+    "data_dir": "where events (and agent installs) are kept; unset: a private directory per run, removed at exit "
+    "(below)",
+    "install_timeout": "seconds one agent install (`npm install`) may take (0: no limit)",
+    "node_on_demand": "without npm on PATH, the first agent install installs Node.js (24 LTS, with pip) into the "
+    "cache dir (on in the Docker image)",
+    "agent_start_timeout": "seconds an agent has for `initialize` and `session/new` before create answers 504",
+    "agent_kill_grace": "seconds between SIGTERM and SIGKILL when an agent's process group is stopped",
+    "cancel_grace": "seconds a terminate waits for the agent to answer `session/cancel`",
+    "hitl_timeout": "seconds a permission request or question waits for a reply before it is denied (0: off)",
+    "stderr_line_limit": "bytes of an agent's stderr line that are kept",
+    "agent_line_limit": "longest agent stdout line; a longer one is cut and recorded as `agent.unparsed`",
+    "body_limit": "largest request body, bytes",
+    "upload_unpacked_limit": "most bytes one `upload-batch` archive may unpack to (sparse members count whole)",
+    "fs_roots": "confine file access to these directories, repeatable (below)",
+    "event_tail": "newest events per session kept in memory",
+    "attachment_limit": "largest image attachment the bridge reads to send inline, bytes",
+    "sse_keepalive": "seconds between SSE keep-alive comments (0: none)",
+    "sse_send_timeout": "an SSE reader that accepts nothing this long is dropped",
+    "mock_pacing_ms": "pause between the mock agent's steps (legacy: 200)",
+    "transcript_dir": "write each session's raw ACP traffic to `<dir>/<session id>.jsonl` (below)",
+    "log_level": "log level (`critical`, `error`, `warning`, `info`, `debug`); `info` also logs agent start/stop/exit "
+    "and install progress",
+}
+
+# How a list setting is written in its environment variable.
+LIST_ENV = {"fs_roots": "JSON list or `:`-separated"}
+DEFAULT_TEXT = {
+    "data_dir": "private per run",
+    "token": "none",
+    "cors_allow_method": "any",
+    "cors_allow_header": "any (`*,authorization` when `-O` is given)",
+}
+
+
+def _default(name: str, field: Any) -> str:
+    if name in DEFAULT_TEXT:
+        return DEFAULT_TEXT[name]
+    value = field.default
+    if value is PydanticUndefined and field.default_factory is not None:
+        value = field.default_factory()
+    if value is None or value == []:
+        return "none"
+    if value is False:
+        return "off"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"`{value}`"
+
+
+def render() -> str:
+    """The Markdown table, one row per setting."""
+    prefix = Settings.model_config.get("env_prefix", "")
+    rows = ["| flag | env | default | meaning |", "|---|---|---|---|"]
+    for name, field in Settings.model_fields.items():
+        flags = ", ".join(f"`{flag}`" for flag in FLAGS.get(name, ()))
+        env = f"`{prefix}{name.upper()}`"
+        if name in LIST_ENV:
+            env += f" ({LIST_ENV[name]})"
+        elif field.annotation is not None and "list" in str(field.annotation):
+            env += " (JSON list or comma-separated)"
+        rows.append(f"| {flags} | {env} | {_default(name, field)} | {MEANING.get(name, '')} |")
+    return "\n".join(rows) + "\n"
