@@ -98,3 +98,19 @@ def test_this_run_records_starts_and_stops(tmp_path: Path, spawned: list[subproc
     kept.close()
     assert f"+ {proc.pid} {start_time(proc.pid)}" in kept.path.read_text()
     assert ProcessRegistry(tmp_path / "processes").sweep().groups == 1
+
+
+def test_a_stale_private_data_dir_has_its_leftovers_ended(
+    tmp_path: Path, spawned: list[subprocess.Popen[bytes]]
+) -> None:
+    from app import datadir
+
+    gone = subprocess.Popen(["true"])
+    gone.wait(5)  # the pid of a server that is no longer there
+    stale = tmp_path / f"acp-rest-bridge-{gone.pid}-0a1b2c"
+    (stale / "processes").mkdir(parents=True)
+    left = _group(spawned)
+    (stale / "processes" / "oldrun").write_text(f"boot {_boot_id()}\n+ {left.pid} {start_time(left.pid)}\n")
+    datadir.remove_stale(tmp_path)
+    assert not stale.exists()
+    assert wait_until(lambda: not _members(left.pid), 5)
