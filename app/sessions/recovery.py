@@ -320,6 +320,13 @@ async def _revive(session: Session, state: Recovery) -> None:
     try:
         await link.spawn(session, session.cwd)
         method, extra, raw = await asyncio.wait_for(_reconnect(session), session.settings.agent_start_timeout)
+    except asyncio.CancelledError:
+        # The server is stopping meanwhile: the session stays suspended, for the next one.
+        session.replaying = False
+        await session.terminals.close_all()
+        await link.stop()
+        state.task = None
+        raise
     except BaseException as exc:
         error: BaseException | None = exc if isinstance(exc, BridgeError) else None
         if error is None and link.process is not None:
