@@ -22,7 +22,8 @@ from app.acp.orphans import ProcessRegistry
 from app.agents.node import OnDemandNode
 from app.agents.registry import AgentRegistry, AgentsFileError
 from app.api import agents, events, fs, health, openapi, permissions, problems, questions, sessions, ui
-from app.api.middleware import AuthMiddleware, BodyLimitMiddleware, CORSMiddleware, EncodedPathMiddleware
+from app.api._fastapi_compat import app_options
+from app.api.middleware import BridgeMiddleware
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore
 from app.sessions.client_services import ClientServices
@@ -97,6 +98,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url="/docs",
         redoc_url=None,
         redirect_slashes=False,  # legacy: no trailing-slash tolerance
+        **app_options(),
     )
     app.state.settings = settings
     app.state.registry = registry
@@ -112,17 +114,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def server_info() -> PlainTextResponse:
         return PlainTextResponse(problems.SERVER_INFO)
 
-    # add_middleware wraps: the last added runs first. Order seen by a request:
-    # CORS (answers every OPTIONS) -> auth -> body limit -> encoded-path routing -> app.
-    app.add_middleware(EncodedPathMiddleware)
-    app.add_middleware(BodyLimitMiddleware, limit=settings.body_limit, on_error=problems.problem_response)
-    app.add_middleware(AuthMiddleware, token=settings.token, on_error=problems.problem_response)
+    # One pure ASGI layer: CORS (answers every OPTIONS) -> auth -> body limit -> encoded-path routing.
     app.add_middleware(
-        CORSMiddleware,
-        origins=settings.cors_allow_origin,
-        methods=settings.cors_allow_method,
-        headers=settings.cors_allow_header,
-        credentials=settings.cors_allow_credentials,
+        BridgeMiddleware,
+        token=settings.token,
+        body_limit=settings.body_limit,
+        on_error=problems.problem_response,
+        cors_origins=settings.cors_allow_origin,
+        cors_methods=settings.cors_allow_method,
+        cors_headers=settings.cors_allow_header,
+        cors_credentials=settings.cors_allow_credentials,
     )
     return app
 

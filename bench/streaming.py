@@ -330,12 +330,12 @@ def startup(runs: int) -> bool:
         return best
 
     bare = import_ms("pass")
-    web = import_ms("import fastapi, uvicorn, sse_starlette") - bare
+    web = import_ms("import fastapi, uvicorn") - bare
     sdk = import_ms("import app.acp.sdk") - bare
     app = import_ms("import app.main") - bare
     print(
         f"(e) result: start-up median {statistics.median(times):.0f} ms (min {min(times):.0f}, max {max(times):.0f}); "
-        f"importing the whole app {app:.0f} ms, of which FastAPI/uvicorn/sse-starlette {web:.0f} ms, the parts of "
+        f"importing the whole app {app:.0f} ms, of which FastAPI/uvicorn {web:.0f} ms, the parts of "
         f"the ACP SDK in use {sdk:.0f} ms (interpreter alone {bare:.0f} ms)"
     )
     return True

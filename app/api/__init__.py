@@ -1,0 +1,3 @@
+from ._fastapi_compat import install
+
+install()

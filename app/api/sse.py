@@ -1,0 +1,277 @@
+"""Server-sent event streams of a session log, as plain ASGI responses.
+
+A stream is one coroutine that writes the batches of a log subscription. Beside it: one task that
+notices the client leaving, one timer that sends the keep-alive comment when the stream has been
+idle and drops a reader that has accepted nothing for the send timeout, and one watcher for the
+whole process that ends every stream when the server begins to stop. (A general SSE response with a
+task group, a ping task and a cancel scope per write cost ~0.5 ms per ``messages/stream``.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from starlette.responses import Response
+
+from app.events.envelope import dumps
+from app.events.log import SessionEventLog, StoredEvent, Subscription
+from app.events.model import SESSION_ENDED, TERMINAL_TYPES, TURN_STARTED
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+log = logging.getLogger("acp_rest_bridge.sse")
+
+# `text/event-stream` without a charset parameter, as legacy sent it; no-cache and no proxy buffering.
+START_HEADERS = [
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+    (b"connection", b"keep-alive"),
+    (b"content-type", b"text/event-stream"),
+]
+KEEPALIVE = b": keep-alive\n\n"
+_END = {"type": "http.response.body", "body": b"", "more_body": False}
+
+
+def frames(events: list[StoredEvent], include_raw: bool) -> bytes:
+    """SSE frames ``id: <sequence>`` + ``data: <compact JSON>``; legacy parsers keep only the data
+    line, and the JSON never holds a raw newline (JSON escapes them), so one data line suffices."""
+    if not include_raw:
+        return b"".join([e.frame for e in events])
+    return "".join([f"id: {e.sequence}\ndata: {e.render(True)}\n\n" for e in events]).encode()
+
+
+class _DroppedReaders(logging.Filter):
+    """uvicorn reports a response that ends unfinished as an ERROR; for a reader dropped on purpose
+    the bridge's own warning says what happened, so that one line is left out."""
+
+    MESSAGE = "ASGI callable returned without completing response."
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.expected = 0
+
+    def expect(self) -> None:
+        logger = logging.getLogger("uvicorn.error")
+        if self not in logger.filters:
+            logger.addFilter(self)
+        self.expected += 1
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.expected and record.getMessage() == self.MESSAGE:
+            self.expected -= 1
+            return False
+        return True
+
+
+_dropped_readers = _DroppedReaders()
+
+# Why the stream's task was interrupted by its timer (or by the server stopping).
+_PING, _TIMEOUT, _STOP = "ping", "timeout", "stop"
+
+
+class EventStream(Response):
+    """The events after ``after`` as SSE, then live ones.
+
+    ``stop_at_terminal``: the stream ends after the first event of TERMINAL_TYPES (messages/stream).
+    ``turn_id``: the stream is that turn's: what comes before its turn.started (the end of a turn
+    still running when the message was queued) is skipped, unless the session ends first.
+    When the server stops, the stream ends properly (a complete chunked body) rather than being cut.
+    """
+
+    _loop: asyncio.AbstractEventLoop  # set when the stream starts
+
+    def __init__(
+        self,
+        log: SessionEventLog,
+        after: int,
+        include_raw: bool,
+        *,
+        stop_at_terminal: bool,
+        turn_id: str | None = None,
+        keepalive: float = 15.0,
+        send_timeout: float | None = 30.0,
+    ) -> None:
+        # A Response for the framework (no body, no background task); it answers by itself.
+        self.status_code = 200
+        self.background = None
+        self.log = log
+        self.after = after  # the cursor: everything after it is sent, whenever the stream starts
+        self.include_raw = include_raw
+        self.stop_at_terminal = stop_at_terminal
+        self.own_start = None if turn_id is None else f'"turn_id":{dumps(turn_id)}'
+        self.keepalive = keepalive if keepalive > 0 else None
+        self.send_timeout = send_timeout or None
+        self._task: asyncio.Task[Any] | None = None
+        self._sending = False
+        self._since = 0.0  # loop time when the current wait or write began
+        self._reason: str | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._period = 0.0
+        self.sub: Subscription | None = None
+
+    # ---- the batches --------------------------------------------------------------------------
+    def _select(self, batch: list[StoredEvent]) -> tuple[list[StoredEvent], bool]:
+        """What of the batch goes out, and whether the stream ends after it."""
+        if self.own_start is not None:
+            for index, event in enumerate(batch):
+                if event.type == TURN_STARTED and self.own_start in event.json:
+                    batch = batch[index:]
+                    self.own_start = None
+                    break
+                if event.type == SESSION_ENDED:
+                    return [event], True
+            else:
+                return [], False
+        if self.stop_at_terminal:
+            for index, event in enumerate(batch):
+                if event.type in TERMINAL_TYPES:
+                    return batch[: index + 1], True
+        return batch, False
+
+    # ---- ASGI ---------------------------------------------------------------------------------
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        loop = self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        sub = self.sub = self.log.subscribe(self.after)
+        watcher = loop.create_task(self._watch_disconnect(receive, sub))
+        _streams.add(self)
+        period = min(p for p in (self.keepalive, self.send_timeout, 3600.0) if p is not None)
+        # The timer looks a few times per period, so a keep-alive is at most a quarter late.
+        self._period = period / 4
+        self._timer = loop.call_later(self._period, self._tick)
+        try:
+            await self._send(send, {"type": "http.response.start", "status": 200, "headers": list(START_HEADERS)})
+            while True:
+                self._since = loop.time()
+                try:
+                    batch = await sub.next_batch()
+                except asyncio.CancelledError:
+                    if self._reason != _PING:
+                        raise
+                    self._interrupted()
+                    await self._send(send, {"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+                    continue
+                if not batch:  # closed: the client left or the server is stopping
+                    break
+                batch, done = self._select(batch)
+                if done:  # the last frames and the end of the body in one write
+                    body = frames(batch, self.include_raw)
+                    await self._send(send, {"type": "http.response.body", "body": body, "more_body": False})
+                    return
+                if batch:
+                    body = frames(batch, self.include_raw)
+                    await self._send(send, {"type": "http.response.body", "body": body, "more_body": True})
+            await self._send(send, _END)
+        except asyncio.CancelledError:
+            reason = self._interrupted()
+            if reason is None or reason == _PING:
+                raise
+            if reason == _TIMEOUT:
+                client = scope.get("client")
+                log.warning(
+                    "SSE reader %s dropped: it accepted no data for %ss",
+                    f"{client[0]}:{client[1]}" if client else "",
+                    self.send_timeout,
+                )
+            # Returning unfinished makes the server close the connection.
+            _dropped_readers.expect()
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+            watcher.cancel()
+            _streams.discard(self)
+            sub.close()
+            self._task = None
+
+    async def _send(self, send: Send, message: Message) -> None:
+        self._sending = True
+        self._since = self._loop.time()
+        try:
+            await send(message)
+        finally:
+            self._sending = False
+
+    def _interrupted(self) -> str | None:
+        """The reason of a cancellation this stream asked for (and that cancellation undone)."""
+        reason, self._reason = self._reason, None
+        if reason is not None and self._task is not None:
+            self._task.uncancel()
+        return reason
+
+    async def _watch_disconnect(self, receive: Receive, sub: Subscription) -> None:
+        try:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+        except Exception:  # a receive that fails has no client behind it either
+            log.debug("SSE receive failed", exc_info=True)
+        sub.close()  # wakes the stream, which ends
+
+    def _tick(self) -> None:
+        task = self._task
+        if task is None:
+            return
+        loop = self._loop
+        idle = loop.time() - self._since
+        if self._reason is None:
+            if self._sending:
+                if self.send_timeout is not None and idle >= self.send_timeout:
+                    self._reason = _TIMEOUT
+                    task.cancel()
+            elif self.keepalive is not None and idle >= self.keepalive:
+                self._reason = _PING
+                task.cancel()
+        self._timer = loop.call_later(self._period, self._tick)
+
+    def stop(self) -> None:
+        """The server is stopping: end the stream (at once if it is stuck writing)."""
+        if self._sending and self._task is not None and self._reason is None:
+            self._reason = _STOP
+            self._task.cancel()
+        elif self.sub is not None:
+            self.sub.close()
+
+
+class _OpenStreams:
+    """Every open stream of the process, ended when the server begins to stop.
+
+    uvicorn waits for open responses to finish before it stops, and tells an application nothing
+    before that; its signal handler (a method of the running server) says whether it is stopping.
+    One watcher looks at it a few times a second while streams are open.
+    """
+
+    INTERVAL = 0.25
+
+    def __init__(self) -> None:
+        self.open: set[EventStream] = set()
+        self._watcher: asyncio.Task[None] | None = None
+
+    def add(self, stream: EventStream) -> None:
+        self.open.add(stream)
+        watcher = self._watcher
+        if watcher is None or watcher.done() or watcher.get_loop() is not asyncio.get_running_loop():
+            self._watcher = asyncio.get_running_loop().create_task(self._watch())
+
+    def discard(self, stream: EventStream) -> None:
+        self.open.discard(stream)
+
+    async def _watch(self) -> None:
+        while self.open:
+            if server_stopping():
+                for stream in tuple(self.open):
+                    stream.stop()
+            await asyncio.sleep(self.INTERVAL)
+
+
+def server_stopping() -> bool:
+    handler = signal.getsignal(signal.SIGTERM)
+    return bool(getattr(getattr(handler, "__self__", None), "should_exit", False))
+
+
+_streams = _OpenStreams()
