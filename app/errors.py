@@ -138,6 +138,16 @@ class StreamError(BridgeError):
         super().__init__(f"stream error: {message}", details={"message": message})
 
 
+class StorageUnavailable(BridgeError):
+    """The data dir cannot take events now (disk full, I/O error, read-only). The legacy schema has
+    no type for it; 503 says "try again later", ``details.code`` names it, the detail the cause."""
+
+    error_type, title, status = "stream_error", "Storage Unavailable", 503
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(f"storage unavailable: {cause}", details={"code": "storage_unavailable", "message": cause})
+
+
 class Timeout(BridgeError):
     error_type, title, status = "timeout", "Timeout", 504
 

@@ -26,6 +26,7 @@ from app.api._fastapi_compat import app_options
 from app.api.middleware import BridgeMiddleware
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore
+from app.sessions import retention
 from app.sessions.client_services import ClientServices
 from app.sessions.manager import SessionManager
 from app.settings import Settings
@@ -46,7 +47,7 @@ ROUTERS = [
 
 def open_store(settings: Settings) -> EventStore:
     """The durable event store in the data dir; it touches the disk only when the server starts."""
-    return SqliteEventStore(settings.resolved_data_dir())
+    return SqliteEventStore(settings.resolved_data_dir(), backlog_bytes=settings.event_backlog_bytes)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -69,12 +70,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if node is not None:
             node.activate()  # a Node.js installed on demand by an earlier run
         store.open()
+        pruning = None
         try:
             # The data dir is this server's now: end what an earlier run left alive.
             await asyncio.to_thread(processes.sweep)
             processes.open()
             manager.restore()
             await manager.settle_restored()
+            if settings.retention_days > 0:
+                pruning = asyncio.create_task(retention.run(manager, settings.retention_days), name="retention")
             # What is loaded by now (the ACP SDK's schema models: ~80,000 objects) lives as long as
             # the server; keeping it out of the collector makes every full collection during an
             # agent's burst that much cheaper.
@@ -82,6 +86,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             gc.freeze()
             yield
         finally:
+            if pruning is not None:
+                pruning.cancel()
             if registry.installer is not None:
                 await registry.installer.shutdown()
             await manager.shutdown()

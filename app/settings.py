@@ -60,8 +60,16 @@ class Settings(BaseSettings):
     # Directories /v1/fs and the agents' fs/* requests are confined to (symlinks resolved); empty:
     # no confinement, as legacy. Env: a JSON list or `:`-separated paths.
     fs_roots: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    # Newest events of each session kept in memory (besides those not yet written to disk).
+    # Newest events of each session kept in memory (besides those not yet written to disk), by
+    # count and by bytes; an ended session keeps none.
     event_tail: int = 4096
+    event_tail_bytes: int = 4 * 1024 * 1024
+    # Bytes of events waiting for the disk (a full or failing disk) beyond which new events are
+    # refused (and counted in an `error` event once the disk writes again).
+    event_backlog_bytes: int = 256 * 1024 * 1024
+    # Ended sessions not updated for this many days are deleted from the store, at start and
+    # daily (0: kept forever).
+    retention_days: float = 0.0
     # Largest file read for a message attachment (an image sent inline to the agent), bytes.
     attachment_limit: int = 20 * 1024 * 1024
 

@@ -51,7 +51,11 @@ MEANING: dict[str, str] = {
     "body_limit": "largest request body, bytes",
     "upload_unpacked_limit": "most bytes one `upload-batch` archive may unpack to (sparse members count whole)",
     "fs_roots": "confine file access to these directories, repeatable (below)",
-    "event_tail": "newest events per session kept in memory",
+    "event_tail": "newest events per running session kept in memory (an ended session keeps none)",
+    "event_tail_bytes": "... and at most this many bytes of them",
+    "event_backlog_bytes": "most bytes of events waiting for a disk that cannot write; beyond, new events are dropped "
+    "and counted in an `error` event (below)",
+    "retention_days": "ended sessions not updated for this many days are deleted, at start and daily (0: off)",
     "attachment_limit": "largest image attachment the bridge reads to send inline, bytes",
     "sse_keepalive": "seconds between SSE keep-alive comments (0: none)",
     "sse_send_timeout": "an SSE reader that accepts nothing this long is dropped",

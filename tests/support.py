@@ -27,6 +27,18 @@ SHARED = ROOT.parent / "shared"
 PROBES = Path(__file__).resolve().parent / "probes"
 
 
+def require_npm() -> None:
+    """npm is a real part of the install tests: missing, they fail with the reason unless opted out."""
+    import shutil
+
+    import pytest
+
+    if os.environ.get("ACP_BRIDGE_TEST_NPM") == "0":
+        pytest.skip("npm tests opted out with ACP_BRIDGE_TEST_NPM=0")
+    if shutil.which("npm") is None:
+        pytest.fail("npm is not installed (install Node.js and npm, or set ACP_BRIDGE_TEST_NPM=0)")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -119,11 +131,13 @@ def start_bridge(
     data_dir: Path | None = None,
     cwd: Path | None = None,
     port: int | None = None,
+    wrapper: list[str] | None = None,
 ) -> Bridge:
     port = port or free_port()
     data_dir = data_dir or (tmp / "data")
     log_path = tmp / f"bridge-{port}.log"
     argv = [sys.executable, "-m", "app", "server", "--port", str(port), "--data-dir", str(data_dir), *args]
+    argv = [*(wrapper or []), *argv]  # e.g. a command that runs the bridge in its own namespace
     if token:
         argv += ["--token", token]
     full_env = {**os.environ, **(env or {})}

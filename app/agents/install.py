@@ -24,11 +24,12 @@ import signal
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 
 from app.agents.node import OnDemandNode
 from app.errors import InstallFailed
+
+from .profiles import LEGACY_IDS, PROFILES, NpmAdapter
 
 STDERR_TAIL = 4000
 OUTPUT_LINES = 200
@@ -45,25 +46,8 @@ NPM_DEFAULTS = {
 log = logging.getLogger("acp_rest_bridge.install")
 
 
-@dataclass(frozen=True, slots=True)
-class NpmAdapter:
-    package: str
-    version: str  # the tested version; a session's `agentVersion` picks another
-    bin: str  # its program in node_modules/.bin
-    args: tuple[str, ...] = ()
-    # opencode's install script links its platform binary into place; the others need no scripts.
-    run_scripts: bool = False
-    # A platform binary to start instead of the npm wrapper (which would orphan it when stopped).
-    native: str | None = None
-
-
-ADAPTERS: dict[str, NpmAdapter] = {
-    "claude": NpmAdapter("@zed-industries/claude-agent-acp", "0.23.1", "claude-agent-acp"),
-    "codex": NpmAdapter(
-        "@zed-industries/codex-acp", "0.16.0", "codex-acp", native="@zed-industries/codex-acp-{platform}/bin/codex-acp"
-    ),
-    "opencode": NpmAdapter("opencode-ai", "1.18.33", "opencode", args=("acp",), run_scripts=True),
-}
+# The npm package of each legacy agent that has one (its profile, app/agents/profiles.py).
+ADAPTERS: dict[str, NpmAdapter] = {i: npm for i in LEGACY_IDS if (npm := PROFILES[i].npm) is not None}
 
 
 def npm_platform() -> str:

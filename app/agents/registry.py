@@ -6,6 +6,8 @@ Agents file (TOML)::
     command = ["python3", "/abs/path/probe_agent.py", "--flag"]
     env = { PROBE_MODE = "fast" }
     disabled_services = ["fs/read_text_file"]   # ACP client methods not offered to this agent
+    profile = "codex"                           # optional: what the bridge knows of this kind of
+                                                # agent (app/agents/profiles.py); default "generic"
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from app.errors import InstallFailed, UnsupportedAgent
 
 from .install import Installer, installed_command, installed_version
 from .node import OnDemandNode
+from .profiles import GENERIC, LEGACY_IDS, PROFILES, AgentProfile, profile_for
 
 CAPABILITY_KEYS = (
     "planMode",
@@ -70,76 +73,116 @@ ACP_CAPABILITIES = _caps(
     "errorEvents reasoning status commandExecution fileChanges mcpTools streamingDeltas itemStarted"
 )
 
+# Derived from the profiles (app/agents/profiles.py), kept under their legacy names.
 LEGACY_MODES: dict[str, list[dict[str, str]]] = {
-    "claude": [
-        {"id": "build", "name": "Build", "description": "Default build mode"},
-        {"id": "plan", "name": "Plan", "description": "Plan mode (prompt-only)"},
-    ],
-    "codex": [
-        {"id": "build", "name": "Build", "description": "Default build mode"},
-        {"id": "plan", "name": "Plan", "description": "Planning mode via prompt prefix"},
-    ],
-    "opencode": [
-        {"id": "build", "name": "Build", "description": "Default build mode"},
-        {"id": "plan", "name": "Plan", "description": "Planning mode"},
-        {"id": "custom", "name": "Custom", "description": "Any user-defined OpenCode agent name"},
-    ],
-    "amp": [{"id": "build", "name": "Build", "description": "Default build mode"}],
-    "mock": [
-        {"id": "build", "name": "Build", "description": "Mock agent for UI testing"},
-        {"id": "plan", "name": "Plan", "description": "Plan-only mock mode"},
-    ],
+    i: [dict(m) for m in PROFILES[i].legacy_modes or ()] for i in LEGACY_IDS
 }
-
 LEGACY_MODELS: dict[str, dict[str, Any]] = {
-    "mock": {"models": [{"id": "mock", "name": "Mock"}], "defaultModel": "mock"},
-    "amp": {"models": [{"id": "amp-default", "name": "Amp Default"}], "defaultModel": "amp-default"},
-    "claude": {
-        "models": [
-            {"id": "default", "name": "Default (recommended)"},
-            {"id": "sonnet", "name": "Sonnet"},
-            {"id": "opus", "name": "Opus"},
-            {"id": "haiku", "name": "Haiku"},
-        ],
-        "defaultModel": "default",
-    },
+    i: fallback for i in ("mock", "amp", "claude") if (fallback := PROFILES[i].fallback_models) is not None
 }
-
-# Which agent modes and permission modes each legacy agent accepts (behavior §4.2).
-LEGACY_AGENT_MODES: dict[str, set[str] | None] = {
-    "mock": {"build", "plan"},
-    "claude": {"build", "plan"},
-    "codex": {"build", "plan"},
-    "amp": {"build"},
-    "opencode": None,  # any string: an OpenCode agent name
-}
-LEGACY_PERMISSION_MODES: dict[str, set[str]] = {
-    "mock": {"default", "plan", "bypass"},
-    "claude": {"default", "plan", "bypass", "acceptEdits"},
-    "codex": {"default", "plan", "bypass", "acceptEdits"},
-    "amp": {"default", "bypass"},
-    "opencode": {"default"},
-}
-
-CREDENTIAL_VARS = {
-    "anthropic": ("ANTHROPIC_API_KEY", "CLAUDE_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN"),
-    "openai": ("OPENAI_API_KEY", "CODEX_API_KEY"),
-}
-
-LEGACY_IDS = ("claude", "codex", "opencode", "amp", "mock")
-
-# ACP adapters that serve the legacy ids: one installed in the install dir (install.py), else the first
-# of these that resolves on PATH.
 LEGACY_COMMANDS: dict[str, list[list[str]]] = {
-    "claude": [["claude-agent-acp"], ["claude-code-acp"]],
-    "codex": [["codex-acp"]],
-    "opencode": [["opencode", "acp"]],
-    "amp": [["amp-acp"]],
+    i: [list(c) for c in PROFILES[i].commands] for i in LEGACY_IDS if PROFILES[i].commands
 }
 
 
 def mock_command() -> list[str]:
     return [sys.executable, "-m", "app.agents.mock"]
+
+
+def option_values(option: dict[str, Any]) -> list[dict[str, Any]]:
+    """A select config option's choices, flat (grouped lists are flattened)."""
+    out: list[dict[str, Any]] = []
+    for entry in option.get("options") or []:
+        if not isinstance(entry, dict):
+            continue
+        if isinstance(entry.get("options"), list):
+            out.extend(o for o in entry["options"] if isinstance(o, dict) and "value" in o)
+        elif "value" in entry:
+            out.append(entry)
+    return out
+
+
+def find_option(options: Any, category: str) -> dict[str, Any] | None:
+    for option in options if isinstance(options, list) else []:
+        if isinstance(option, dict) and option.get("category") == category:
+            return option
+    return None
+
+
+def models_of(new_session: dict[str, Any]) -> dict[str, Any] | None:
+    """The legacy models list from a session/new (or set_config_option) result: the `model` config
+    option, else the older `models` field."""
+    option = find_option(new_session.get("configOptions"), "model")
+    if option is not None:
+        models = [{"id": str(o["value"]), "name": str(o.get("name", o["value"]))} for o in option_values(option)]
+        found: dict[str, Any] = {"models": models}
+        if isinstance(option.get("currentValue"), str):
+            found["defaultModel"] = option["currentValue"]
+        return found if models else None
+    legacy = new_session.get("models")
+    if isinstance(legacy, dict) and isinstance(legacy.get("availableModels"), list):
+        models = [
+            {"id": str(m["modelId"]), "name": str(m.get("name", m["modelId"]))}
+            for m in legacy["availableModels"]
+            if isinstance(m, dict) and m.get("modelId")
+        ]
+        found = {"models": models}
+        if isinstance(legacy.get("currentModelId"), str):
+            found["defaultModel"] = legacy["currentModelId"]
+        return found if models else None
+    return None
+
+
+def modes_of(new_session: dict[str, Any]) -> list[dict[str, str]] | None:
+    """The agent's own modes: the `mode` config option, else `modes`."""
+    option = find_option(new_session.get("configOptions"), "mode")
+    if option is not None:
+        return [
+            {
+                "id": str(o["value"]),
+                "name": str(o.get("name", o["value"])),
+                "description": str(o.get("description") or ""),
+            }
+            for o in option_values(option)
+        ]
+    modes = new_session.get("modes")
+    if isinstance(modes, dict) and isinstance(modes.get("availableModes"), list):
+        return [
+            {
+                "id": str(m.get("id")),
+                "name": str(m.get("name", m.get("id"))),
+                "description": str(m.get("description") or ""),
+            }
+            for m in modes["availableModes"]
+            if isinstance(m, dict) and m.get("id")
+        ]
+    return None
+
+
+def _env_has(env: dict[str, str], names: tuple[str, ...]) -> bool:
+    return any(env.get(name) for name in names)
+
+
+def _env_var_names(method: dict[str, Any]) -> list[str]:
+    if method.get("type") != "env_var" or not isinstance(method.get("vars"), list):
+        return []
+    return [
+        str(v["name"])
+        for v in method["vars"]
+        if isinstance(v, dict) and isinstance(v.get("name"), str) and not v.get("optional")
+    ]
+
+
+def _file_exists(template: str, env: dict[str, str]) -> bool:
+    """``$VAR/...`` (skipped when VAR is unset) or ``~/...`` exists."""
+    if template.startswith("$"):
+        var, _, rest = template[1:].partition("/")
+        if not env.get(var):
+            return False
+        path = os.path.join(env[var], rest)
+    else:
+        path = os.path.expanduser(template)
+    return os.path.isfile(path)
 
 
 @dataclass(slots=True)
@@ -151,10 +194,12 @@ class AgentSpec:
     capabilities: dict[str, bool] = field(default_factory=lambda: dict(ACP_CAPABILITIES))
     # ACP client methods (e.g. "fs/read_text_file") neither advertised to nor answered for this agent.
     disabled_services: frozenset[str] = frozenset()
+    profile: AgentProfile = GENERIC
     # Learned from the agent's last `initialize`/`session/new` (ACP modes and models are session-scoped).
     version: str | None = None
     modes: list[dict[str, str]] | None = None
     models: dict[str, Any] | None = None
+    auth_methods: list[dict[str, Any]] | None = None
 
     @property
     def is_mock(self) -> bool:
@@ -172,65 +217,103 @@ class AgentSpec:
     def installed(self) -> bool:
         return self.is_mock or self.resolved_path() is not None
 
-    def credentials_available(self) -> bool:
-        def has(group: str) -> bool:
-            return any(os.environ.get(var) for var in CREDENTIAL_VARS[group])
+    def environment(self) -> dict[str, str]:
+        """The environment the agent runs with: the server's plus the agent's own."""
+        return {**os.environ, **self.env}
 
-        if self.id in ("claude", "amp"):
-            return has("anthropic")
-        if self.id == "codex":
-            return has("openai")
-        if self.id == "opencode":
-            return has("anthropic") or has("openai")
-        return True  # mock and custom agents: the bridge cannot tell, and asks for nothing
+    def usable_auth_method(self, methods: Any, env: dict[str, str] | None = None) -> str | None:
+        """The id of the first ACP auth method the environment satisfies (per the profile)."""
+        env = self.environment() if env is None else env
+        for method in methods if isinstance(methods, list) else []:
+            if not isinstance(method, dict) or method.get("type") == "terminal":
+                continue
+            needs = self.profile.auth_methods.get(str(method.get("id")))
+            if needs and _env_has(env, needs):
+                return str(method["id"])
+            required = _env_var_names(method)  # ACP `env_var` methods name their variables
+            if required and all(env.get(name) for name in required):
+                return str(method["id"])
+        return None
+
+    def credential_variables(self) -> list[str]:
+        """Variables any one of which would give the agent credentials."""
+        names = [v for needs in self.profile.auth_methods.values() for v in needs]
+        for method in self.auth_methods or []:
+            names += [v for v in _env_var_names(method) if v not in names]
+        names += [v for v in self.profile.credential_env if v not in names]
+        return names
+
+    def credentials_available(self) -> bool:
+        """True when the agent would have credentials: an auth method it offers (or, before it was
+        asked, any the profile knows) that the environment satisfies, a variable, or a login file."""
+        env = self.environment()
+        profile = self.profile
+        if not (profile.auth_methods or profile.credential_env or profile.credential_files):
+            if any(_env_var_names(m) for m in self.auth_methods or []):
+                return self.usable_auth_method(self.auth_methods, env) is not None
+            return True  # mock and custom agents: the bridge cannot tell, and asks for nothing
+        if self.auth_methods and profile.auth_methods:
+            if self.usable_auth_method(self.auth_methods, env) is not None:
+                return True
+        elif any(_env_has(env, needs) for needs in profile.auth_methods.values()):
+            return True
+        if _env_has(env, profile.credential_env) and not profile.auth_methods:
+            return True
+        return any(_file_exists(path, env) for path in profile.credential_files)
 
     def learn(self, initialize: dict[str, Any], new_session: dict[str, Any]) -> None:
         """Keep what a started session told about the agent, for /v1/agents and its modes/models."""
         info = initialize.get("agentInfo")
         if isinstance(info, dict) and isinstance(info.get("version"), str) and not self.is_mock:
             self.version = info["version"]
+        if isinstance(initialize.get("authMethods"), list):
+            self.auth_methods = [m for m in initialize["authMethods"] if isinstance(m, dict)]
+        self.learn_options(new_session)
         if self.legacy:
-            return  # the legacy table stays authoritative for the legacy ids
+            return  # the legacy capability table stays authoritative for the legacy ids
         caps = initialize.get("agentCapabilities")
         prompt = caps.get("promptCapabilities") if isinstance(caps, dict) else None
         if isinstance(prompt, dict):
             self.capabilities["images"] = bool(prompt.get("image"))
-        modes = new_session.get("modes")
-        if isinstance(modes, dict) and isinstance(modes.get("availableModes"), list):
-            self.modes = [
-                {
-                    "id": str(m.get("id")),
-                    "name": str(m.get("name", m.get("id"))),
-                    "description": str(m.get("description") or ""),
-                }
-                for m in modes["availableModes"]
-                if isinstance(m, dict) and m.get("id")
-            ]
-        for option in new_session.get("configOptions") or []:
-            if (
-                isinstance(option, dict)
-                and option.get("category") == "model"
-                and isinstance(option.get("options"), list)
-            ):
-                models = [
-                    {"id": str(o["value"]), "name": str(o.get("name", o["value"]))}
-                    for o in option["options"]
-                    if isinstance(o, dict) and "value" in o
-                ]
-                self.models = {"models": models}
-                if isinstance(option.get("currentValue"), str):
-                    self.models["defaultModel"] = option["currentValue"]
+
+    def learn_options(self, result: dict[str, Any], *, refresh: bool = False) -> None:
+        """Models and modes from a session/new result or (``refresh``) a session's config option
+        update, whose current model is that session's choice, not the agent's default."""
+        if self.is_mock:
+            return
+        models = models_of(result)
+        if models is not None:
+            if refresh and self.models is not None:
+                if "defaultModel" in self.models:
+                    models["defaultModel"] = self.models["defaultModel"]
+                else:
+                    models.pop("defaultModel", None)
+            self.models = models
+        modes = modes_of(result)
+        if modes is not None:
+            self.modes = modes
+
+    def models_response(self) -> dict[str, Any]:
+        """/v1/agents/{id}/models: what the agent reported, else the profile's fallback."""
+        return self.models or self.profile.fallback_models or {"models": []}
+
+    def modes_response(self) -> list[dict[str, str]]:
+        """/v1/agents/{id}/modes: the agent's own modes when they are agent modes, else legacy's."""
+        legacy = [dict(m) for m in self.profile.legacy_modes or ()]
+        if self.modes and self.profile.modes_are_agent_modes:
+            modes = [dict(m) for m in self.modes]
+            if any(m["id"] == "custom" for m in legacy):  # opencode: any agent name is accepted too
+                modes.append(next(m for m in legacy if m["id"] == "custom"))
+            return modes
+        return legacy or [{"id": "build", "name": "Build", "description": "Default build mode"}]
 
     def allowed_agent_modes(self) -> set[str] | None:
-        """None means any mode string is passed through."""
-        if self.legacy:
-            return LEGACY_AGENT_MODES[self.id]
-        return None
+        """None means any mode string is passed through (checked against the agent's list later)."""
+        modes = self.profile.agent_modes
+        return None if modes is None else set(modes)
 
     def allowed_permission_modes(self) -> set[str]:
-        if self.legacy:
-            return LEGACY_PERMISSION_MODES[self.id]
-        return {"default", "plan", "bypass", "acceptEdits"}
+        return set(self.profile.permission_modes)
 
 
 class AgentsFileError(ValueError):
@@ -258,7 +341,19 @@ def load_agents_file(path: Path) -> list[AgentSpec]:
         disabled = entry.get("disabled_services", [])
         if not isinstance(disabled, list) or not all(isinstance(m, str) for m in disabled):
             raise AgentsFileError(f"{path}: agents.{agent_id}.disabled_services must be a list of method names")
-        specs.append(AgentSpec(agent_id, list(command), dict(env), disabled_services=frozenset(disabled)))
+        profile = entry.get("profile", "generic")
+        if profile not in PROFILES or profile == "mock":
+            names = ", ".join(sorted(p for p in PROFILES if p != "mock"))
+            raise AgentsFileError(f"{path}: agents.{agent_id}.profile must be one of {names}")
+        specs.append(
+            AgentSpec(
+                agent_id,
+                list(command),
+                dict(env),
+                disabled_services=frozenset(disabled),
+                profile=profile_for(profile),
+            )
+        )
     return specs
 
 
@@ -279,6 +374,7 @@ class AgentRegistry:
                 mock_command() if agent_id == "mock" else self._legacy_command(agent_id),
                 legacy=True,
                 capabilities=dict(LEGACY_CAPABILITIES[agent_id]),
+                profile=PROFILES[agent_id],
             )
         if agents_file is not None:
             for spec in load_agents_file(agents_file):

@@ -5,8 +5,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Request, Response
 from starlette.responses import JSONResponse
 
-from app.agents.registry import LEGACY_MODELS, LEGACY_MODES, AgentSpec
+from app.agents.registry import AgentSpec
 from app.legacy.models import AgentInstallRequest, AgentListResponse, AgentModelsResponse, AgentModesResponse
+from app.sessions.model_probe import agent_models
 
 from . import deps
 from .openapi import json_request, operation, problems
@@ -79,8 +80,9 @@ async def install_agent(agent: AgentId, request: Request) -> Response:
 )
 async def get_agent_modes(agent: AgentId, request: Request) -> JSONResponse:
     spec = deps.registry(request).get(path_param(agent))
-    modes = LEGACY_MODES.get(spec.id) or [{"id": "build", "name": "Build", "description": "Default build mode"}]
-    return JSONResponse({"modes": modes})
+    if spec.modes is None and spec.profile.modes_are_agent_modes:
+        await agent_models(spec, deps.settings(request))  # one start of the agent tells both
+    return JSONResponse({"modes": spec.modes_response()})
 
 
 @router.get(
@@ -92,4 +94,4 @@ async def get_agent_modes(agent: AgentId, request: Request) -> JSONResponse:
 )
 async def get_agent_models(agent: AgentId, request: Request) -> JSONResponse:
     spec = deps.registry(request).get(path_param(agent))
-    return JSONResponse(LEGACY_MODELS.get(spec.id) or spec.models or {"models": []})
+    return JSONResponse(await agent_models(spec, deps.settings(request)))

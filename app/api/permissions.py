@@ -33,4 +33,5 @@ async def reply_permission(
     body = await json_body(request, PermissionReplyRequest)
     session = deps.manager(request).get(path_param(session_id))
     permission_requests.reply(session, path_param(permission_id), body.reply)
+    await session.log.settled()
     return Response(status_code=204)

@@ -31,6 +31,7 @@ async def reply_question(session_id: SessionId, question_id: QuestionId, request
     body = await json_body(request, QuestionReplyRequest)
     session = deps.manager(request).get(path_param(session_id))
     question_requests.reply(session, path_param(question_id), body.answers)
+    await session.log.settled()
     return Response(status_code=204)
 
 
@@ -45,4 +46,5 @@ async def reply_question(session_id: SessionId, question_id: QuestionId, request
 async def reject_question(session_id: SessionId, question_id: QuestionId, request: Request) -> Response:
     session = deps.manager(request).get(path_param(session_id))  # no body; any body is ignored
     question_requests.reject(session, path_param(question_id))
+    await session.log.settled()
     return Response(status_code=204)

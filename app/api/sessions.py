@@ -48,6 +48,7 @@ async def create_session(
 ) -> JSONResponse:
     body = await json_body(request, CreateSessionRequest)
     session = await deps.manager(request).create(path_param(session_id), body.as_request())
+    await session.log.settled()  # what was recorded is durable before it is acknowledged
     return JSONResponse({"healthy": True, "nativeSessionId": session.native_session_id})
 
 
@@ -57,11 +58,14 @@ async def accept_message(request: Request, session_id: str) -> str:
     body = await json_body(request, MessageRequest)
     manager = deps.manager(request)
     session = manager.get(session_id)
+    manager.check_storage()
     await manager.ready(session)  # a session suspended by a restart starts its agent again
     attachments = [session.attachment(a.path, a.mime, a.filename) for a in body.attachments or []]
     session.check_accepting()
     image_data = await read_images(session, attachments)
-    return session.send_message(body.message, attachments, image_data)
+    turn_id = session.send_message(body.message, attachments, image_data)
+    await session.log.settled()  # what was recorded is durable before it is acknowledged
+    return turn_id
 
 
 @router.post(
@@ -89,4 +93,5 @@ async def post_message(session_id: SessionId, request: Request) -> Response:
 async def terminate_session(session_id: SessionId, request: Request) -> Response:
     session = deps.manager(request).get(path_param(session_id))
     await session.terminate()
+    await session.log.settled()
     return Response(status_code=204)

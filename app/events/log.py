@@ -6,9 +6,14 @@ whose writer thread commits it shortly after, and keeps it in a bounded in-memor
 newest events, always including every event the store has not committed yet. Reads look at the
 tail first and ask the store only for what is older than the tail.
 
+Durable before visible: an event reaches no reader (pages, SSE, ``count``) before the store has
+committed it; ``visible_sequence`` is the newest such event. While the store cannot write (a full
+or failing disk) the log says so once with an ``error`` event and shows its events from memory;
+they are written, in order, when the store recovers.
+
 Readers are cursors (``Subscription``): the last sequence they have. A reader's queue is the part of
-the tail after its cursor, so it is bounded by the tail and costs no copy; ``append`` only wakes the
-readers that are waiting. A reader that falls further behind than the tail is never skipped and
+the tail after its cursor, so it is bounded by the tail and costs no copy; the store's notice of a
+commit only wakes the readers that are waiting. A reader that falls further behind than the tail is never skipped and
 holds nothing back: it reads from the store until it is inside the tail again, then follows live.
 Everything is by sequence, so replay and live can have no gap and no duplicate.
 """
@@ -16,13 +21,18 @@ Everything is by sequence, so replay and live can have no gap and no duplicate.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
+import ctypes.util
+import functools
 from bisect import bisect_right
 from collections.abc import AsyncIterator, Callable
 from operator import attrgetter
 from typing import Any
 
 from app.events.envelope import dumps, envelope_json, now_ns, with_raw
-from app.events.model import EventDraft, raw_json_text
+from app.events.model import ERROR, EventDraft, raw_json_text
+from app.events.text import clean_text
 
 from .store import EventStore
 
@@ -33,7 +43,7 @@ class StoredEvent:
     """One event of the log: its envelope as compact JSON (``"raw":null`` last) and its raw ACP
     payload as JSON, serialised on first use (by the store's writer, off the agent's path)."""
 
-    __slots__ = ("_frame", "_raw", "_raw_json", "json", "sequence", "session_id", "time_ns", "type")
+    __slots__ = ("_frame", "_raw", "_raw_json", "json", "sequence", "session_id", "size", "time_ns", "type")
 
     def __init__(
         self,
@@ -54,6 +64,8 @@ class StoredEvent:
         self._raw = raw
         self._raw_json = raw_json if raw is _UNSET else _UNSET
         self._frame: bytes | None = None
+        # What it holds in memory, roughly (an unserialised raw counts as its envelope's size).
+        self.size = 2 * len(json) + (len(raw_json) if raw_json is not None else len(json) if raw is not _UNSET else 0)
 
     @property
     def raw_json(self) -> str | None:
@@ -73,8 +85,18 @@ class StoredEvent:
         """The SSE frame (without raw): made once, shared by every reader of the session."""
         frame = self._frame
         if frame is None:
-            frame = self._frame = f"id: {self.sequence}\ndata: {self.json}\n\n".encode()
+            frame = self._frame = utf8(f"id: {self.sequence}\ndata: {self.json}\n\n")
         return frame
+
+    def replace_text(self, event_json: str, raw_json: str | None, event_type: str | None = None) -> None:
+        """Replace what the event says (the store's last line of defence against text it cannot
+        keep); only before the event is visible."""
+        self.json = event_json
+        if event_type is not None:
+            self.type = event_type
+        self._raw = None
+        self._raw_json = raw_json
+        self._frame = None
 
     def __repr__(self) -> str:
         return f"StoredEvent({self.session_id!r}, {self.sequence}, {self.type!r})"
@@ -89,6 +111,29 @@ def raw_to_json(raw: Any) -> str:
     if type(raw) is list:
         return "[" + ",".join(entry if type(entry) is str else raw_to_json(entry) for entry in raw) + "]"
     return dumps(raw)
+
+
+def trim_heap() -> None:
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim`` (None elsewhere): without it, freed memory stays in the process."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+def utf8(text: str) -> bytes:
+    """UTF-8 of text that may hold a lone surrogate (which becomes U+FFFD): never raises."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return clean_text(text).encode()
 
 
 _sequence = attrgetter("sequence")
@@ -175,6 +220,7 @@ class Subscription:
 
 class SessionEventLog:
     PAGE_BATCH = 4096
+    TAIL_BYTES = 4 * 1024 * 1024
 
     def __init__(
         self,
@@ -182,28 +228,44 @@ class SessionEventLog:
         store: EventStore,
         *,
         tail_size: int = 4096,
+        tail_bytes: int | None = None,
         on_append: Callable[[StoredEvent], None] | None = None,
     ) -> None:
         self.session_id = session_id
         self.native_session_id: str | None = None
         self._store = store
         stats = store.stats(session_id)
-        self.last_sequence = stats.last_sequence
-        self.count = stats.count
+        self.last_sequence = stats.last_sequence  # given out (visible or not yet)
+        self.visible_sequence = stats.last_sequence  # committed (or shown from memory, see above)
+        self._count = stats.count
         self.updated_ns = stats.updated_ns
         self._tail: list[StoredEvent] = []
+        self._tail_bytes = 0
         self._tail_size = max(tail_size, 1)
+        self._tail_bytes_max = max(tail_bytes if tail_bytes is not None else self.TAIL_BYTES, 1)
         # Trimming is amortised: it runs when the tail has grown by this much.
         self._slack = max(self._tail_size // 4, 64)
         self._trim_at = self._tail_size + self._slack
         self._waiters: list[asyncio.Future[None]] = []
         self._subscribers: set[Subscription] = set()
         self._on_append = on_append
+        self.finished = False  # the session ended: keep nothing in memory that the store has
+        self._from_memory = False  # the store cannot write: events are shown before they are
+        self._announced = False  # ... and this log has said so
+        self._dropped = 0  # events refused while the store's backlog was full
+        store.attach(session_id, self)
+
+    @property
+    def count(self) -> int:
+        """Events a reader can get (``eventCount``): never one that is not committed."""
+        self._catch_up()
+        return self._count - (self.last_sequence - self.visible_sequence)
 
     # ---- writing -------------------------------------------------------------------------------
-    def append(self, draft: EventDraft) -> StoredEvent:
-        """Give the draft its sequence, store it and wake the waiting readers. Never awaits."""
-        sequence = self.last_sequence = self.last_sequence + 1
+    def append(self, draft: EventDraft) -> StoredEvent | None:
+        """Give the draft its sequence and hand it to the store; readers see it once it is
+        committed. Never awaits. None when the store refused it (its backlog is full)."""
+        sequence = self.last_sequence + 1
         ns = now_ns()
         event_json = envelope_json(
             sequence=sequence,
@@ -222,21 +284,107 @@ class SessionEventLog:
             event = StoredEvent(self.session_id, sequence, draft.type, event_json, text, ns)
         else:
             event = StoredEvent(self.session_id, sequence, draft.type, event_json, None, ns, raw=raw)
-        self._store.append(event)
+        if not self._store.append(event):
+            # Not kept anywhere, so it gets no sequence: the log stays gap-free and says later
+            # how many events it could not keep.
+            self._dropped += 1
+            return None
+        self.last_sequence = sequence
         tail = self._tail
         tail.append(event)
-        if len(tail) >= self._trim_at:
+        self._tail_bytes += event.size
+        if len(tail) >= self._trim_at or self._tail_bytes > self._tail_bytes_max:
             self._trim()
-        self.count += 1
+        self._count += 1
         self.updated_ns = ns
+        if self._from_memory or self._store.synchronous:
+            self._reveal(sequence)
+        return event
+
+    def committed(self, sequence: int) -> None:
+        """The store committed this log's events up to ``sequence`` (event loop thread)."""
+        if sequence > self.visible_sequence:
+            self._reveal(min(sequence, self.last_sequence))
+        if self.finished or self._tail_bytes > self._tail_bytes_max:
+            self._trim()
+
+    def _catch_up(self) -> None:
+        # Reads pick up what the writer committed even before its notice arrives (or with no
+        # event loop to deliver it).
+        flushed = self._store.flushed_sequence(self.session_id)
+        if flushed > self.visible_sequence:
+            self._reveal(min(flushed, self.last_sequence))
+
+    def _reveal(self, sequence: int) -> None:
+        first = self.visible_sequence
+        self.visible_sequence = sequence
         if self._waiters:
             waiters, self._waiters = self._waiters, []
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
         if self._on_append is not None:
-            self._on_append(event)
-        return event
+            tail = self._tail
+            for event in tail[bisect_right(tail, first, key=_sequence) :]:
+                if event.sequence > sequence:
+                    break
+                self._on_append(event)
+
+    async def settled(self, timeout: float = 1.0) -> bool:
+        """Wait until every event appended so far is visible (committed): a request that recorded
+        events answers after them, so the client reads what it caused. False on timeout."""
+        target = self.last_sequence
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    self._catch_up()
+                    if self.visible_sequence >= target:
+                        return True
+                    waiter = asyncio.get_running_loop().create_future()
+                    self._waiters.append(waiter)
+                    try:
+                        await waiter
+                    finally:
+                        if waiter.cancelled():
+                            self._discard_waiter(waiter)
+        except TimeoutError:
+            return False
+
+    def storage_changed(self, cause: str | None) -> None:
+        """The store stopped (``cause``) or resumed (None) writing."""
+        if cause is not None:
+            self._from_memory = True
+            self._reveal(self.last_sequence)
+            if not self.finished and not self._announced:
+                self._announced = True
+                self._error("storage_unavailable", f"events cannot be stored: {cause}", {"cause": cause})
+            return
+        self._from_memory = False
+        self._announced = False
+        if self._dropped:
+            dropped, self._dropped = self._dropped, 0
+            self._error(
+                "storage_unavailable",
+                f"{dropped} events could not be kept while storage was unavailable",
+                {"dropped": dropped},
+            )
+
+    def store_failed(self, sequence: int, message: str) -> None:
+        """The store could not keep event ``sequence`` as it was (it kept a stand-in)."""
+        self._error("storage_error", f"event {sequence} could not be stored: {message}", {"sequence": sequence})
+
+    def _error(self, code: str, message: str, details: dict[str, Any]) -> None:
+        self.append(EventDraft(ERROR, {"message": message, "code": code, "details": details}, synthetic=True))
+
+    def finish(self) -> None:
+        """The session ended: its events are read from the store from now on."""
+        self.finished = True
+        if self._tail:
+            self._trim()
+            # Hand the heap pages the freed events used back to the system (off the event loop,
+            # as it walks the heap; nothing waits for it).
+            with contextlib.suppress(RuntimeError):
+                asyncio.get_running_loop().run_in_executor(None, trim_heap)
 
     def _discard_waiter(self, waiter: asyncio.Future[None]) -> None:
         try:
@@ -245,24 +393,43 @@ class SessionEventLog:
             pass
 
     def _trim(self) -> None:
-        """Drop the oldest committed events beyond the tail size (never an uncommitted one)."""
+        """Drop the oldest committed events beyond the tail size and bytes (never an uncommitted
+        one); a finished log keeps only uncommitted ones."""
         tail = self._tail
         committed = bisect_right(tail, self._store.flushed_sequence(self.session_id), key=_sequence)
-        drop = min(committed, len(tail) - self._tail_size)
+        if self.finished:
+            drop = committed
+        else:
+            drop = min(committed, max(len(tail) - self._tail_size, 0))
+            size = self._tail_bytes
+            for event in tail[:drop]:
+                size -= event.size
+            while drop < committed and size > self._tail_bytes_max:
+                size -= tail[drop].size
+                drop += 1
         if drop > 0:
+            self._tail_bytes -= sum(event.size for event in tail[:drop])
             del tail[:drop]
-        self._trim_at = len(tail) + self._slack
+        if self.finished and not tail:
+            self._tail = []  # give the list's memory back too
+            self._tail_bytes = 0
+        self._trim_at = len(self._tail) + self._slack
 
     # ---- reading -------------------------------------------------------------------------------
     def _from_tail(self, after: int, limit: int | None) -> list[StoredEvent] | None:
-        """Events after ``after`` if the tail holds all of them; None when the store is needed."""
+        """Visible events after ``after`` if the tail holds all of them; None when the store is needed."""
+        self._catch_up()
+        visible = self.visible_sequence
+        if after >= visible:
+            return []
         tail = self._tail
-        if not tail:
-            return [] if after >= self.last_sequence else None
-        if after < tail[0].sequence - 1:
+        if not tail or after < tail[0].sequence - 1:
             return None
         start = bisect_right(tail, after, key=_sequence)
-        return tail[start:] if limit is None else tail[start : start + limit]
+        end = bisect_right(tail, visible, key=_sequence)
+        if limit is not None:
+            end = min(end, start + limit)
+        return tail[start:end]
 
     def read_after(self, after: int, limit: int | None) -> list[StoredEvent]:
         """Events with sequence > after, oldest first (blocking read of the store if needed)."""
@@ -289,7 +456,7 @@ class SessionEventLog:
                 return events
             if before is None:
                 # Neither the store nor the tail has more (a gap at the end of a restored log).
-                after = max(after, self.last_sequence)
+                after = max(after, self.visible_sequence)
             else:
                 after = max(after, before - 1)  # nothing below the tail: continue inside it
 
@@ -297,7 +464,8 @@ class SessionEventLog:
         """The events of a legacy GET /events page in batches: sequence > offset, at most
         ``limit + 1`` of them (the one past the limit only tells that there is more)."""
         wanted = None if limit is None else limit + 1
-        end = self.last_sequence  # events recorded while the page is read belong to the next one
+        self._catch_up()
+        end = self.visible_sequence  # events recorded while the page is read belong to the next one
         after = offset
         count = 0
         while after < end and (wanted is None or count < wanted):

@@ -1,9 +1,15 @@
 """The durable event store: SQLite (stdlib ``sqlite3``) in the data dir, written by one thread.
 
 ``append`` only queues the event; a writer thread commits whatever has queued up in one transaction
-(WAL, ``synchronous=NORMAL``: a commit costs no fsync, and a crash of the bridge loses nothing that
-was committed). Until the writer has committed an event, the session log keeps it in its in-memory
-tail, so readers never wait for the disk. ``close`` commits everything still queued.
+(group commit; WAL, ``synchronous=NORMAL``: a commit costs no fsync, and a crash of the bridge loses
+nothing that was committed), then tells the sessions' logs on the event loop, which only then show
+the events to readers. ``close`` commits everything still queued.
+
+The writer never dies: a batch the disk refuses (full, I/O error, read-only) is kept and tried
+again, and the logs are told the store is unavailable (they show new events from memory until it
+recovers; the backlog is bounded by bytes); an event that cannot be stored as it is (text SQLite
+cannot encode) is stored cleaned or as a stand-in, and its session is told; anything else that
+escapes restarts the loop, keeping the batch.
 
 Reads run on their own connections (WAL lets them proceed while the writer commits); the async
 variant runs them on a reader thread so a long catch-up never stalls the event loop.
@@ -21,13 +27,16 @@ import os
 import queue
 import sqlite3
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from app.events.envelope import dumps
+
 from .log import StoredEvent
-from .store import LogStats
+from .store import LogStats, StoreListener
+from .text import clean_text, escape_surrogates
 
 log = logging.getLogger("acp_rest_bridge.events")
 
@@ -49,6 +58,9 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (session_key, sequence)
 ) WITHOUT ROWID;
 """
+# The sessions' counter columns are no longer kept up to date (a batch is one INSERT, so the writer
+# waits for the interpreter lock once per batch): a log is gap-free, so its first and last events,
+# found through the primary key at start, give its count.
 
 
 @functools.lru_cache(maxsize=64)
@@ -64,43 +76,93 @@ class StoreError(RuntimeError):
 _SESSION = 1  # (_SESSION, key, session_id, record_json or None)
 _BARRIER = 2  # (_BARRIER, threading.Event): set once everything queued before it is committed
 _STOP = 3
+_DELETE = 4  # (_DELETE, key): the session and its events go
+
+
+# SQLite result codes that mean the disk, not the data: the batch is kept and tried again.
+_STORAGE_CODES = {
+    "SQLITE_FULL": "no space left on device",
+    "SQLITE_IOERR": "I/O error",
+    "SQLITE_READONLY": "read-only",
+    "SQLITE_CANTOPEN": "cannot open",
+    "SQLITE_BUSY": "busy",
+    "SQLITE_LOCKED": "locked",
+    "SQLITE_PROTOCOL": "locking protocol",
+    "SQLITE_NOMEM": "out of memory",
+    "SQLITE_CORRUPT": "corrupt",
+    "SQLITE_NOTADB": "not a database",
+}
+
+
+def storage_cause(exc: BaseException) -> str | None:
+    """What makes ``exc`` a storage failure (to wait out), or None (a problem of the data)."""
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(
+        exc, sqlite3.IntegrityError | sqlite3.ProgrammingError | sqlite3.InterfaceError | sqlite3.DataError
+    ):
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        for prefix, what in _STORAGE_CODES.items():
+            if name.startswith(prefix):
+                return f"{what} ({exc})"
+        return str(exc)
+    return None
 
 
 class SqliteEventStore:
     FILENAME = "events.sqlite3"
+    synchronous = False
     # Most entries one transaction takes; a larger backlog is committed in several.
     BATCH_MAX = 32_768
-    ROWS_PER_INSERT = 1000  # 5 parameters each: SQLite allows 32,766 per statement
-    # Queued but uncommitted events beyond which append waits for the writer: this bounds the
-    # memory they hold when the writer cannot keep up (a slow disk, an event loop that leaves it
-    # no time). The wait is bounded, so a failing disk cannot freeze the server.
-    BACKLOG_MAX = 20_000
-    BACKLOG_WAIT = 5.0
-    RETRY_DELAY = 1.0
-    # The writer waits this long after the first queued entry, so a burst is one transaction.
-    COALESCE = 0.002
-    # Checkpoint after this long without writes, or after this many entries whatever happens.
+    ROWS_PER_INSERT = 6000  # 5 parameters each: SQLite allows 32,766 per statement
+    # Bytes of events waiting for the disk beyond which append refuses new ones (a disk that
+    # cannot write, a writer that cannot keep up): the memory they hold is bounded.
+    BACKLOG_BYTES = 256 * 1024 * 1024
+    # Waits between tries of a batch the disk refused: from the first to the last, doubling.
+    RETRY_DELAYS = (0.05, 0.1, 0.25, 0.5, 1.0)
+    # Seconds the writer waits after the first queued entry before it commits (0: none; tests).
+    COALESCE = 0.0
+    # After a batch this large, the writer waits this long for the next one to gather.
+    BURST_BATCH = 64
+    BURST_GATHER = 0.005
+    # Checkpoint after this long without writes, or after this many transactions whatever happens.
     CHECKPOINT_IDLE = 0.5
-    CHECKPOINT_MAX = 100_000
+    CHECKPOINT_MAX = 100
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, backlog_bytes: int | None = None) -> None:
         self.directory = directory
         self.path = directory / self.FILENAME
-        self._queue: queue.SimpleQueue[tuple[Any, ...] | StoredEvent] = queue.SimpleQueue()
+        self.backlog_bytes = backlog_bytes or self.BACKLOG_BYTES
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._keys: dict[str, int] = {}
         self._next_key = 1
         self._flushed: dict[str, int] = {}  # written by the writer thread only
         self._stats: dict[str, LogStats] = {}
         self._records: list[dict[str, Any]] = []
-        self._queued = 0  # event loop thread only
-        self._written = 0  # writer thread only
-        self._progress = threading.Condition()
+        self._queued_bytes = 0  # event loop thread only
+        self._written_bytes = 0  # writer thread only
         self._writer: threading.Thread | None = None
+        self._carry: list[Any] = []  # the batch being written: kept across a writer restart
+        self._wakeup = threading.Event()  # ends the writer's waits (close)
         self._reader_pool: ThreadPoolExecutor | None = None
         self._local = threading.local()
         self._lock_fd: int | None = None
         self._closed = False
         self.write_error: BaseException | None = None
+        self._unavailable: str | None = None
+        # Notices from the writer to the logs, delivered on the event loop.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listeners: dict[str, StoreListener] = {}
+        self._notice_lock = threading.Lock()
+        self._notice_scheduled = False
+        self._notice_marks: dict[str, int] = {}
+        self._notice_failures: list[tuple[str, int, str]] = []
+        self._notice_state = False
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why events cannot be written now (the disk's error), or None."""
+        return self._unavailable
 
     # ---- lifecycle -----------------------------------------------------------------------------
     def open(self) -> None:
@@ -125,7 +187,7 @@ class SqliteEventStore:
         except (sqlite3.Error, OSError) as exc:
             self._release_lock()
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
-        self._writer = threading.Thread(target=self._write_loop, args=(conn,), name="event-writer", daemon=True)
+        self._writer = threading.Thread(target=self._supervise, args=(conn,), name="event-writer", daemon=True)
         self._writer.start()
         self._reader_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="event-reader")
 
@@ -149,13 +211,12 @@ class SqliteEventStore:
         conn.execute("DELETE FROM events WHERE session_key IN (SELECT key FROM sessions WHERE record IS NULL)")
         conn.execute("DELETE FROM sessions WHERE record IS NULL")
         conn.execute("COMMIT")
-        rows = conn.execute(
-            "SELECT key, id, record, event_count, last_sequence, updated_ns FROM sessions ORDER BY key"
-        ).fetchall()
-        for key, session_id, record, count, last, updated in rows:
+        rows = conn.execute("SELECT key, id, record, updated_ns FROM sessions ORDER BY key").fetchall()
+        for key, session_id, record, updated in rows:
+            stats = _log_stats(conn, key, updated)
             self._keys[session_id] = key
-            self._flushed[session_id] = last
-            self._stats[session_id] = LogStats(count, last, updated)
+            self._flushed[session_id] = stats.last_sequence
+            self._stats[session_id] = stats
             self._next_key = max(self._next_key, key + 1)
             try:
                 value = json.loads(record)
@@ -172,6 +233,7 @@ class SqliteEventStore:
         self._closed = True
         if self._writer is not None:
             self._queue.put((_STOP,))
+            self._wakeup.set()
             self._writer.join()
         if self._reader_pool is not None:
             with contextlib.suppress(RuntimeError):
@@ -201,27 +263,40 @@ class SqliteEventStore:
             self._queue.put((_SESSION, key, session_id, None))
         return key
 
-    def append(self, event: StoredEvent) -> None:
+    def append(self, event: StoredEvent) -> bool:
+        if self._queued_bytes - self._written_bytes > self.backlog_bytes:
+            return False  # never wait here: this is the event loop
+        if self._loop is None:
+            self._loop = asyncio._get_running_loop()
         if event.session_id not in self._keys:
             self._key(event.session_id)
         self._queue.put(event)
-        self._queued += 1
-        if self._queued - self._written > self.BACKLOG_MAX:
-            self._wait_for_writer()
+        self._queued_bytes += event.size
+        return True
 
-    def _wait_for_writer(self) -> None:
-        deadline = time.monotonic() + self.BACKLOG_WAIT
-        with self._progress:
-            while self._queued - self._written > self.BACKLOG_MAX // 2:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    log.error("event writer is %d events behind", self._queued - self._written)
-                    return
-                self._progress.wait(remaining)
+    def attach(self, session_id: str, listener: StoreListener) -> None:
+        self._listeners[session_id] = listener
+        # Notices go to the loop the logs live on (the newest one, should a process run several).
+        self._loop = asyncio._get_running_loop() or self._loop
+
+    def forget(self, session_id: str) -> None:
+        self._listeners.pop(session_id, None)
 
     def save_session(self, session_id: str, record: dict[str, Any]) -> None:
         key = self._key(session_id)
+        # ASCII JSON: a lone surrogate in a title or path stays an escape, never a write error.
         self._queue.put((_SESSION, key, session_id, json.dumps(record, separators=(",", ":"))))
+
+    def delete_session(self, session_id: str) -> None:
+        """Remove the session and its events from the store (retention)."""
+        key = self._keys.pop(session_id, None)
+        self._stats.pop(session_id, None)
+        # Its events were committed long ago: nothing of it is in flight that could add it back.
+        self._flushed.pop(session_id, None)
+        self._listeners.pop(session_id, None)
+        self._records = [r for r in self._records if _record_id(r) != session_id]
+        if key is not None:
+            self._queue.put((_DELETE, key))
 
     def sync(self, timeout: float | None = None) -> bool:
         """Block until everything queued so far is committed (tests, shutdown)."""
@@ -229,45 +304,144 @@ class SqliteEventStore:
         self._queue.put((_BARRIER, done))
         return done.wait(timeout)
 
+    # ---- notices to the logs (delivered on the event loop) -------------------------------------
+    def _notify(self, marks: dict[str, int] | None = None, failure: tuple[str, int, str] | None = None) -> None:
+        loop = self._loop
+        with self._notice_lock:
+            if marks:
+                self._notice_marks.update(marks)
+            if failure is not None:
+                self._notice_failures.append(failure)
+            if marks is None and failure is None:
+                self._notice_state = True
+            if self._notice_scheduled or loop is None:
+                return
+            self._notice_scheduled = True
+        try:
+            loop.call_soon_threadsafe(self._deliver)
+        except RuntimeError:  # the loop is closed: nobody is left to tell
+            with self._notice_lock:
+                self._notice_scheduled = False
+
+    def _deliver(self) -> None:
+        with self._notice_lock:
+            marks, self._notice_marks = self._notice_marks, {}
+            failures, self._notice_failures = self._notice_failures, []
+            state, self._notice_state = self._notice_state, False
+            self._notice_scheduled = False
+        listeners = self._listeners
+        for session_id, sequence in marks.items():
+            listener = listeners.get(session_id)
+            if listener is not None:
+                self._tell(session_id, listener.committed, sequence)
+        for session_id, sequence, message in failures:
+            listener = listeners.get(session_id)
+            if listener is not None:
+                self._tell(session_id, listener.store_failed, sequence, message)
+        if state:
+            cause = self._unavailable
+            for session_id, listener in list(listeners.items()):
+                self._tell(session_id, listener.storage_changed, cause)
+
+    @staticmethod
+    def _tell(session_id: str, method: Any, *args: Any) -> None:
+        try:
+            method(*args)
+        except Exception:
+            log.exception("session %s: event log failed to take a store notice", session_id)
+
+    def _set_unavailable(self, cause: str | None) -> None:
+        if cause == self._unavailable:
+            return
+        if cause is None:
+            log.warning("events are written to %s again", self.path)
+        elif self._unavailable is None:
+            log.error("cannot write events to %s: %s; keeping them in memory and retrying", self.path, cause)
+        self._unavailable = cause
+        self._notify()
+
     # ---- the writer thread -----------------------------------------------------------------------
-    def _write_loop(self, conn: sqlite3.Connection) -> None:
-        stop = False
-        uncheckpointed = 0
-        while not stop:
+    def _supervise(self, conn: sqlite3.Connection) -> None:
+        """Run the write loop; whatever escapes it is logged and the loop starts again (the batch
+        it was writing is kept in ``_carry``), so persistence never stops while the server runs."""
+        restarts = 0
+        while True:
             try:
-                batch: list[Any] = [self._queue.get(timeout=self.CHECKPOINT_IDLE if uncheckpointed else None)]
-            except queue.Empty:
-                uncheckpointed = self._checkpoint(conn)
-                continue
-            # Let a burst gather: one transaction per COALESCE seconds at most, not one per event.
-            time.sleep(self.COALESCE)
+                self._write_loop(conn)
+                break
+            except BaseException:
+                log.exception("event writer failed; restarting it")
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                self._wakeup.wait(self.RETRY_DELAYS[min(restarts, len(self.RETRY_DELAYS) - 1)])
+                restarts += 1
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+
+    def _write_loop(self, conn: sqlite3.Connection) -> None:
+        uncheckpointed = 0
+        failures = 0
+        last_batch = 0
+        batch = self._carry
+        while True:
+            if not batch:
+                try:
+                    batch.append(self._queue.get(timeout=self.CHECKPOINT_IDLE if uncheckpointed else None))
+                except queue.Empty:
+                    uncheckpointed = self._checkpoint(conn)
+                    continue
+                if self.COALESCE:  # hold the writer back (tests); close() ends the wait
+                    self._wakeup.wait(self.COALESCE)
+                elif last_batch >= self.BURST_BATCH:
+                    # A burst is on: let it gather so a commit costs a few handovers of the
+                    # interpreter lock for many events (a lone event is committed at once).
+                    self._wakeup.wait(self.BURST_GATHER)
             with contextlib.suppress(queue.Empty):
                 while len(batch) < self.BATCH_MAX:
                     batch.append(self._queue.get_nowait())
-            while True:
-                try:
-                    stop = self._commit(conn, batch)
-                    break
-                except sqlite3.Error as exc:
-                    # Keep the batch (the events stay in the logs' tails meanwhile) and try again,
-                    # until the server stops: then say loudly what could not be written.
+            last_batch = len(batch)
+            self._carry = batch
+            try:
+                stop = self._commit(conn, batch)
+            except BaseException as exc:
+                cause = storage_cause(exc)
+                if cause is None:
+                    # Something in the data: write the batch entry by entry, so only the event
+                    # that cannot be stored is affected.
+                    stop = self._commit_each(conn, batch)
+                elif self._closed:
+                    self._set_unavailable(cause)
+                    stop = self._give_up(batch, cause)
+                else:
+                    # Keep the batch (its events stay in the logs' tails) and try again.
                     self.write_error = exc
-                    if self._closed:
-                        lost = sum(1 for entry in batch if isinstance(entry, StoredEvent))
-                        log.error("cannot write events to %s: %s; %d events not saved", self.path, exc, lost)
-                        stop = any(entry == (_STOP,) for entry in batch if isinstance(entry, tuple))
-                        for entry in batch:
-                            if isinstance(entry, tuple) and entry[0] == _BARRIER:
-                                entry[1].set()
-                        break
-                    log.error("cannot write events to %s: %s; retrying", self.path, exc)
-                    time.sleep(self.RETRY_DELAY)
-            self.write_error = None
-            uncheckpointed += len(batch)
+                    self._set_unavailable(cause)
+                    self._wakeup.wait(self.RETRY_DELAYS[min(failures, len(self.RETRY_DELAYS) - 1)])
+                    failures += 1
+                    continue
+            self._carry = batch = []
+            failures = 0
+            if self._unavailable is not None and not stop:
+                self.write_error = None
+                self._set_unavailable(None)
+            uncheckpointed += 1
             if uncheckpointed >= self.CHECKPOINT_MAX:
                 uncheckpointed = self._checkpoint(conn)
-        self._checkpoint(conn)
-        conn.close()
+            if stop:
+                self._checkpoint(conn)
+                return
+
+    def _give_up(self, batch: list[Any], cause: str) -> bool:
+        """The server stops and the disk still refuses: say loudly what could not be written."""
+        with contextlib.suppress(queue.Empty):
+            while True:
+                batch.append(self._queue.get_nowait())
+        lost = sum(1 for entry in batch if type(entry) is StoredEvent)
+        log.error("cannot write events to %s: %s; %d events not saved", self.path, cause, lost)
+        for entry in batch:
+            if type(entry) is tuple and entry[0] == _BARRIER:
+                entry[1].set()
+        return True
 
     def _checkpoint(self, conn: sqlite3.Connection) -> int:
         """Copy the WAL into the database file. Done when the writer is idle (or the WAL has grown
@@ -279,10 +453,15 @@ class SqliteEventStore:
         return 0
 
     def _commit(self, conn: sqlite3.Connection, batch: list[Any]) -> bool:
+        marks: dict[str, int] = {}  # session -> last sequence committed by this transaction
+        if len(batch) <= self.ROWS_PER_INSERT and all(type(entry) is StoredEvent for entry in batch):
+            # The common case: one statement, its own transaction.
+            self._insert(conn, self._keys, batch, marks)
+            self._committed(batch, marks, [])
+            return False
         keys = self._keys
         events: list[StoredEvent] = []
         barriers: list[threading.Event] = []
-        marks: dict[str, int] = {}  # session -> last sequence committed by this transaction
         stop = False
         conn.execute("BEGIN")
         try:
@@ -291,14 +470,11 @@ class SqliteEventStore:
                     events.append(entry)
                     continue
                 kind = entry[0]
-                if kind == _SESSION:
+                if kind == _SESSION or kind == _DELETE:
                     # A session row comes before its first event in the queue; write in that order.
                     self._insert(conn, keys, events, marks)
                     events = []
-                    _, key, session_id, record = entry
-                    conn.execute("INSERT OR IGNORE INTO sessions (key, id) VALUES (?, ?)", (key, session_id))
-                    if record is not None:
-                        conn.execute("UPDATE sessions SET record = ? WHERE key = ?", (record, key))
+                    self._session_entry(conn, entry)
                 elif kind == _BARRIER:
                     barriers.append(entry[1])
                 else:
@@ -309,13 +485,99 @@ class SqliteEventStore:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
+        self._committed(batch, marks, barriers)
+        return stop
+
+    @staticmethod
+    def _session_entry(conn: sqlite3.Connection, entry: tuple[Any, ...]) -> None:
+        if entry[0] == _DELETE:
+            conn.execute("DELETE FROM events WHERE session_key = ?", (entry[1],))
+            conn.execute("DELETE FROM sessions WHERE key = ?", (entry[1],))
+            return
+        _, key, session_id, record = entry
+        conn.execute("INSERT OR IGNORE INTO sessions (key, id) VALUES (?, ?)", (key, session_id))
+        if record is not None:
+            conn.execute("UPDATE sessions SET record = ? WHERE key = ?", (record, key))
+
+    def _committed(self, batch: list[Any], marks: dict[str, int], barriers: list[threading.Event]) -> None:
+        self._carry = []  # committed: a restarted loop must not write it again
         self._flushed.update(marks)
-        with self._progress:
-            self._written += sum(1 for entry in batch if type(entry) is StoredEvent)
-            self._progress.notify_all()
+        self._written_bytes += sum(entry.size for entry in batch if type(entry) is StoredEvent)
+        if marks:
+            self._notify(marks)
         for barrier in barriers:
             barrier.set()
+
+    def _commit_each(self, conn: sqlite3.Connection, batch: list[Any]) -> bool:
+        """One transaction, entry by entry: an event that cannot be stored as it is gets its text
+        cleaned (lone surrogates), else a stand-in ``error`` event with its sequence, and its
+        session is told. A storage failure still raises (the caller keeps the batch)."""
+        keys = self._keys
+        marks: dict[str, int] = {}
+        barriers: list[threading.Event] = []
+        stop = False
+        conn.execute("BEGIN")
+        try:
+            for entry in batch:
+                if type(entry) is StoredEvent:
+                    self._insert_guarded(conn, keys, entry, marks)
+                    continue
+                kind = entry[0]
+                if kind == _BARRIER:
+                    barriers.append(entry[1])
+                elif kind == _STOP:
+                    stop = True
+                else:
+                    conn.execute("SAVEPOINT entry")
+                    try:
+                        self._session_entry(conn, entry)
+                    except Exception as exc:
+                        if storage_cause(exc) is not None:
+                            raise
+                        conn.execute("ROLLBACK TO entry")
+                        log.exception("session entry %r could not be stored", entry[:3])
+                    conn.execute("RELEASE entry")
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+        self._committed(batch, marks, barriers)
         return stop
+
+    def _insert_guarded(
+        self, conn: sqlite3.Connection, keys: dict[str, int], event: StoredEvent, marks: dict[str, int]
+    ) -> None:
+        for attempt in range(3):
+            conn.execute("SAVEPOINT entry")
+            try:
+                self._insert(conn, keys, [event], marks)
+                conn.execute("RELEASE entry")
+                return
+            except Exception as exc:
+                if storage_cause(exc) is not None:
+                    raise
+                conn.execute("ROLLBACK TO entry")
+                conn.execute("RELEASE entry")
+                message = f"{type(exc).__name__}: {exc}"
+                log.log(
+                    logging.WARNING if attempt == 0 else logging.ERROR,
+                    "session %s: event %d (%s) could not be stored as it is: %s",
+                    event.session_id,
+                    event.sequence,
+                    event.type,
+                    message,
+                    exc_info=attempt > 0,
+                )
+                if attempt == 0:
+                    # Text SQLite cannot encode. Nobody has seen the event yet: it can still change.
+                    raw = event.raw_json
+                    event.replace_text(clean_text(event.json), None if raw is None else escape_surrogates(raw))
+                elif attempt == 1:
+                    self._notify(failure=(event.session_id, event.sequence, message))
+                    event.replace_text(_stand_in(event, message), None, "error")
+        log.error("session %s: event %d is not in the store", event.session_id, event.sequence)
+        marks[event.session_id] = max(marks.get(event.session_id, 0), event.sequence)
 
     @staticmethod
     def _insert(
@@ -329,20 +591,16 @@ class SqliteEventStore:
         size = SqliteEventStore.ROWS_PER_INSERT
         for start in range(0, len(events), size):
             chunk = events[start : start + size]
-            params = [value for e in chunk for value in (keys[e.session_id], e.sequence, e.type, e.json, e.raw_json)]
+            try:
+                params = [v for e in chunk for v in (keys[e.session_id], e.sequence, e.type, e.json, e.raw_json)]
+            except KeyError:  # an event of a session deleted since (retention): not stored
+                chunk = [e for e in chunk if e.session_id in keys]
+                params = [v for e in chunk for v in (keys[e.session_id], e.sequence, e.type, e.json, e.raw_json)]
+                if not chunk:
+                    continue
             conn.execute(_insert_sql(len(chunk)), params)
-        counts: dict[str, int] = {}
-        last: dict[str, StoredEvent] = {}
         for e in events:
-            counts[e.session_id] = counts.get(e.session_id, 0) + 1
-            last[e.session_id] = e
-        conn.executemany(
-            "UPDATE sessions SET event_count = event_count + ?, last_sequence = max(last_sequence, ?),"
-            " updated_ns = max(updated_ns, ?) WHERE key = ?",
-            [(counts[sid], e.sequence, e.time_ns, keys[sid]) for sid, e in last.items()],
-        )
-        for sid, e in last.items():
-            marks[sid] = e.sequence
+            marks[e.session_id] = e.sequence
 
     # ---- reading -----------------------------------------------------------------------------
     def flushed_sequence(self, session_id: str) -> int:
@@ -379,3 +637,48 @@ class SqliteEventStore:
     ) -> list[StoredEvent]:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._reader_pool, self.read, session_id, after, limit, before)
+
+
+def _log_stats(conn: sqlite3.Connection, key: int, updated_ns: int) -> LogStats:
+    """Count, last sequence and time of the session's stored events (two primary-key lookups)."""
+    row = conn.execute(
+        "SELECT sequence, json FROM events WHERE session_key = ? ORDER BY sequence DESC LIMIT 1", (key,)
+    ).fetchone()
+    if row is None:
+        return LogStats(0, 0, updated_ns)
+    last, last_json = row
+    (first,) = conn.execute("SELECT min(sequence) FROM events WHERE session_key = ?", (key,)).fetchone()
+    return LogStats(last - first + 1, last, max(updated_ns, _event_ns(last_json)))
+
+
+def _event_ns(event_json: str) -> int:
+    """When the event was recorded (its envelope's ``time``), in ns since the epoch."""
+    try:
+        stamp = json.loads(event_json)["time"]  # 2026-01-30T10:15:42.123456789Z
+        seconds = datetime.fromisoformat(stamp[:19]).replace(tzinfo=UTC).timestamp()
+        fraction = stamp[20:-1] if stamp[19:20] == "." else ""
+        return int(seconds) * 1_000_000_000 + int(fraction.ljust(9, "0")[:9] or 0)
+    except (ValueError, KeyError, TypeError):
+        return 0
+
+
+def _record_id(record: dict[str, Any]) -> Any:
+    info = record.get("info")
+    return info.get("sessionId") if isinstance(info, dict) else None
+
+
+def _stand_in(event: StoredEvent, message: str) -> str:
+    """An ``error`` envelope in place of an event that cannot be stored (same sequence, so the
+    log has no gap)."""
+    try:
+        envelope = json.loads(clean_text(event.json))
+    except ValueError:
+        envelope = {"sequence": event.sequence, "session_id": event.session_id}
+    envelope["type"] = "error"
+    envelope["data"] = {
+        "message": f"event {event.sequence} could not be stored: {message}",
+        "code": "storage_error",
+        "details": {"type": event.type},
+    }
+    envelope["raw"] = None
+    return dumps(envelope)

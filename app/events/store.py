@@ -3,7 +3,9 @@
 A store keeps every event once, with its sequence, plus one record per session (what a restarted
 server needs to list it again). ``append`` may be asynchronous underneath (the SQLite store writes
 in batches from a thread); ``flushed_sequence`` tells the log up to where ``read`` can answer, so
-the log keeps everything newer in its in-memory tail.
+the log keeps everything newer in its in-memory tail. An asynchronous store tells each attached
+log, on the event loop, what it committed (``committed``), when it stops and resumes writing
+(``storage_changed``) and which event it could not keep as it was (``store_failed``).
 """
 
 from __future__ import annotations
@@ -25,12 +27,34 @@ class LogStats:
     updated_ns: int = 0
 
 
+class StoreListener(Protocol):
+    def committed(self, sequence: int) -> None: ...
+
+    def storage_changed(self, cause: str | None) -> None: ...
+
+    def store_failed(self, sequence: int, message: str) -> None: ...
+
+
 class EventStore(Protocol):
+    # True: an appended event is committed when append returns.
+    synchronous: bool
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why the store cannot write now (None: it can)."""
+
     def open(self) -> None:
         """Acquire the storage (files, writer thread). Called once, before any other method."""
 
-    def append(self, event: StoredEvent) -> None:
-        """Take the event; it is readable through ``read`` once ``flushed_sequence`` reaches it."""
+    def append(self, event: StoredEvent) -> bool:
+        """Take the event; it is readable through ``read`` once ``flushed_sequence`` reaches it.
+        False: refused, the backlog of events waiting for the disk is full."""
+
+    def attach(self, session_id: str, listener: StoreListener) -> None:
+        """Tell ``listener`` about the session's commits and the store's state."""
+
+    def forget(self, session_id: str) -> None:
+        """Drop the listener of the session."""
 
     def flushed_sequence(self, session_id: str) -> int:
         """Every appended event of the session up to this sequence is readable through ``read``."""
@@ -51,12 +75,18 @@ class EventStore(Protocol):
     def load_sessions(self) -> list[dict[str, Any]]:
         """Every saved session record, oldest first."""
 
+    def delete_session(self, session_id: str) -> None:
+        """Remove the session's record and events."""
+
     def close(self) -> None:
         """Write out everything taken and release the storage."""
 
 
 class MemoryEventStore:
     """Keeps every event in memory; for tests and for running without a data dir."""
+
+    synchronous = True
+    unavailable: str | None = None
 
     def __init__(self) -> None:
         self._events: dict[str, list[StoredEvent]] = {}
@@ -66,9 +96,16 @@ class MemoryEventStore:
     def open(self) -> None:
         pass
 
-    def append(self, event: StoredEvent) -> None:
+    def append(self, event: StoredEvent) -> bool:
         self._events.setdefault(event.session_id, []).append(event)
         self._seqs.setdefault(event.session_id, []).append(event.sequence)
+        return True
+
+    def attach(self, session_id: str, listener: StoreListener) -> None:
+        pass
+
+    def forget(self, session_id: str) -> None:
+        pass
 
     def flushed_sequence(self, session_id: str) -> int:
         seqs = self._seqs.get(session_id)
@@ -99,6 +136,11 @@ class MemoryEventStore:
 
     def load_sessions(self) -> list[dict[str, Any]]:
         return list(self._sessions.values())
+
+    def delete_session(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+        self._events.pop(session_id, None)
+        self._seqs.pop(session_id, None)
 
     def close(self) -> None:
         pass

@@ -21,6 +21,7 @@ from app.settings import Settings
 from app.translate.outgoing import session_new_params
 from app.translate.session_translator import SessionState
 
+from . import agent_setup
 from .config import SessionConfig
 
 
@@ -43,6 +44,8 @@ class AgentLink:
         self.processes = processes
         self.process: AgentProcess | None = None
         self.connection: AgentConnection | None = None
+        # How the agent was configured (agent_setup): model, mode, the prompt prefix of its mode.
+        self.setup: agent_setup.AgentSetup | None = None
         self._watcher: asyncio.Task[None] | None = None
 
     # ---- start ---------------------------------------------------------------------------
@@ -97,6 +100,7 @@ class AgentLink:
     ) -> NewSession:
         assert self.connection is not None
         await self.connection.initialize(capabilities)
+        await agent_setup.authenticate(self.connection, self.spec, dict(self.connection.initialize_result))
         params = session_new_params(
             cwd=cwd,
             session_id=self.session_id,
@@ -110,7 +114,13 @@ class AgentLink:
             skills=config.skills,
             mcp=config.mcp,
         )
-        result = await self.connection.request("session/new", params)
+        try:
+            result = await self.connection.request("session/new", params)
+        except RequestError as exc:
+            if agent_setup.is_auth_refusal(exc.code):
+                methods = self.connection.initialize_result.get("authMethods")
+                raise agent_setup.credentials_error(self.spec, methods) from exc
+            raise
         if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
             raise StreamError("agent answered session/new without a sessionId")
         request = {"jsonrpc": "2.0", "method": "session/new", "params": params}
@@ -121,32 +131,11 @@ class AgentLink:
         return new
 
     async def apply_modes(self, new: NewSession, config: SessionConfig, state: SessionState) -> None:
-        """Ask the agent for the requested mode/model when it offers them (session/new result)."""
+        """Model, modes and variant as the create asked, through the agent's profile."""
         assert self.connection is not None
         result: dict[str, Any] = dict(new.result)  # fields still checked: the agent may send anything
-        modes = result.get("modes")
-        if isinstance(modes, dict):
-            current = modes.get("currentModeId")
-            available = {m.get("id") for m in modes.get("availableModes") or [] if isinstance(m, dict)}
-            state.mode = current if isinstance(current, str) else None
-            wanted = config.agent_mode
-            if wanted in available and wanted != current:
-                await self.connection.request(
-                    "session/set_mode", {"sessionId": new.native_session_id, "modeId": wanted}
-                )
-                state.mode = wanted
-        options = result.get("configOptions")
-        if isinstance(options, list):
-            for option in options:
-                if not isinstance(option, dict) or option.get("category") != "model":
-                    continue
-                values = {o.get("value") for o in option.get("options") or [] if isinstance(o, dict)}
-                wanted_model = config.model
-                if wanted_model in values and wanted_model != option.get("currentValue"):
-                    await self.connection.request(
-                        "session/set_config_option",
-                        {"sessionId": new.native_session_id, "configId": option.get("id"), "value": wanted_model},
-                    )
+        self.setup = await agent_setup.configure(self.connection, self.spec, config, new.native_session_id, result)
+        agent_setup.attach(state, config, self.spec, self.setup, result)
 
     async def start_failure(self, exc: BaseException) -> Exception | None:
         """The legacy error for a failed start, once the process has had a moment to exit."""

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from app.acp.sdk import RequestError
 from app.translate.extensions import ERROR_NOTIFICATION
 
-from . import file_service, permission_requests, question_requests, terminals
+from . import agent_setup, file_service, permission_requests, question_requests, terminals
 
 if TYPE_CHECKING:
     from .session import Session
@@ -91,6 +91,7 @@ class ClientServices:
     def observe_update(self, session: Session, message: dict[str, Any]) -> None:
         """Every `session/update`, before it is translated."""
         permission_requests.remember_tool_calls(session, message)
+        agent_setup.refresh_models(session.spec, message)
 
     def observe_request(self, session: Session, method: str, message: dict[str, Any]) -> None:
         service = self.methods.get(method)

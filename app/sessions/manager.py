@@ -9,20 +9,23 @@ from typing import Any
 
 from app.acp.orphans import ProcessRegistry
 from app.acp.process import ExitInfo
-from app.agents.registry import LEGACY_MODELS, AgentRegistry, AgentSpec
+from app.agents.registry import AgentRegistry, AgentSpec
 from app.errors import (
     AgentNotInstalled,
     InvalidRequest,
     ModeNotSupported,
     SessionAlreadyExists,
     SessionNotFound,
+    StorageUnavailable,
     UnsupportedAgent,
 )
 from app.events.log import SessionEventLog
 from app.events.store import EventStore
+from app.events.text import clean_text
 from app.settings import Settings
 
 from . import recovery
+from .agent_setup import check_request
 from .client_services import ClientServices
 from .config import SessionConfig
 from .session import EndReason, Session
@@ -86,11 +89,17 @@ class SessionManager:
         session_id = info["sessionId"]
         exit_info = record.get("exit")
         end_reason: EndReason = "error" if record.get("endReason") == "error" else "terminated"
+        log_ = self.new_log(session_id)
+        # One still live when the server stopped goes on (``recovery``); an ended one's events
+        # are read from the store.
+        resumable = recovery.adopt(record)
+        if resumable is None:
+            log_.finish()
         return Session.restored(
             session_id,
             spec,
             config,
-            SessionEventLog(session_id, self.store, tail_size=self.settings.event_tail),
+            log_,
             cwd=record["cwd"],
             fs_root=record["fs_root"],
             settings=self.settings,
@@ -100,8 +109,7 @@ class SessionManager:
             end_reason=end_reason,
             exit_info=ExitInfo(exit_info.get("code"), exit_info.get("signal")) if isinstance(exit_info, dict) else None,
             processes=self.processes,
-            # One still live when the server stopped goes on (``recovery``).
-            recovery=recovery.adopt(record),
+            recovery=resumable,
         )
 
     async def settle_restored(self) -> None:
@@ -119,6 +127,25 @@ class SessionManager:
         if session.recovery is not None:
             await recovery.revive(session)
 
+    def new_log(self, session_id: str) -> SessionEventLog:
+        settings = self.settings
+        return SessionEventLog(
+            session_id, self.store, tail_size=settings.event_tail, tail_bytes=settings.event_tail_bytes
+        )
+
+    def check_storage(self) -> None:
+        """503 while the data dir cannot take events: a new session or turn would not be kept."""
+        cause = self.store.unavailable
+        if cause is not None:
+            raise StorageUnavailable(cause)
+
+    def forget(self, session_id: str) -> None:
+        """Remove an ended session from the server and the store (retention)."""
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            session.log.close_subscribers()
+        self.store.delete_session(session_id)
+
     def normalise(self, spec: AgentSpec, request: dict[str, Any]) -> SessionConfig:
         """Model default and agentMode/permissionMode rules of behavior §4.2."""
         agent_mode = request.get("agentMode") or "build"
@@ -133,8 +160,9 @@ class SessionManager:
         if permission_mode not in spec.allowed_permission_modes():
             raise ModeNotSupported(spec.id, permission_mode)
         model = request.get("model")
-        if model is None and spec.id in LEGACY_MODELS:
-            model = LEGACY_MODELS[spec.id]["defaultModel"]
+        if model is None:
+            model = spec.models_response().get("defaultModel")
+        check_request(spec, agent_mode, permission_mode, request.get("model"))
         return SessionConfig(
             agent=spec.id,
             agent_mode=agent_mode,
@@ -143,7 +171,7 @@ class SessionManager:
             variant=request.get("variant"),
             agent_version=request.get("agentVersion"),
             directory=request.get("directory"),
-            title=request.get("title"),
+            title=clean_text(title) if isinstance(title := request.get("title"), str) else title,
             mcp=request.get("mcp"),
             skills=request.get("skills"),
         )
@@ -152,6 +180,7 @@ class SessionManager:
         spec = self.registry.get(request["agent"])  # 400 unsupported_agent first
         if session_id in self._sessions or session_id in self._creating:
             raise SessionAlreadyExists(session_id)
+        self.check_storage()
         self._creating.add(session_id)
         try:
             if not spec.installed:
@@ -168,7 +197,7 @@ class SessionManager:
                 cwd = os.path.abspath(os.path.join(fs_root, os.path.expanduser(config.directory)))
                 if not os.path.isdir(cwd):
                     raise InvalidRequest(f"directory not found: {cwd}")
-            log_ = SessionEventLog(session_id, self.store, tail_size=self.settings.event_tail)
+            log_ = self.new_log(session_id)
             session = Session(
                 session_id,
                 spec,

@@ -25,6 +25,7 @@ from app.translate.hitl_shapes import (
     select_option,
 )
 
+from .held_permissions import HeldRequests
 from .request_book import HumanRequest, RequestBook, response_raw
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ class Permissions(RequestBook[PermissionInfo]):
         self.always: set[str] = set()  # cache keys of `always` grants
         # Tool names and inputs from earlier tool_call updates (a permission request may omit them).
         self.tool_calls = ToolCallMemory()
+        # Requests that came before their tool call, waiting for it (held_permissions).
+        self.held = HeldRequests()
 
     def record_cancelled(self, session: Session, request: PermissionRequest) -> None:
         _record_resolved(session, request, "reject", {"outcome": dict(CANCELLED_OUTCOME)})
@@ -68,8 +71,25 @@ def observe(session: Session, message: dict[str, Any]) -> None:
     if not isinstance(params, dict):
         return  # `handle` answers invalid params
     tool_call: dict[str, Any] = params["toolCall"] if isinstance(params.get("toolCall"), dict) else {}
+    call_id = tool_call.get("toolCallId")
+    if (
+        session.spec.profile.announces_tool_calls
+        and isinstance(call_id, str)
+        and not session.permissions.tool_calls.get(call_id)
+        and not session.ended
+    ):
+        session.permissions.held.hold(call_id, message, lambda: _observe(session, message))
+        return
+    _observe(session, message)
+
+
+def _observe(session: Session, message: dict[str, Any]) -> None:
+    params = message["params"]
+    tool_call: dict[str, Any] = params["toolCall"] if isinstance(params.get("toolCall"), dict) else {}
     permissions = session.permissions
-    info = permission_info(params, permissions.tool_calls.get(tool_call.get("toolCallId")))
+    session.translator.tools.permission_tool_call(tool_call)
+    remembered = permissions.tool_calls.get(tool_call.get("toolCallId"))
+    info = permission_info(params, remembered, session.spec.profile.permission_actions)
     request = permissions.add(
         session, message, info, info.candidates, "permission", {"outcome": dict(CANCELLED_OUTCOME)}
     )
@@ -88,6 +108,7 @@ def observe(session: Session, message: dict[str, Any]) -> None:
 
 
 async def handle(session: Session, params: Any, request_id: Any) -> Any:
+    await session.permissions.held.released(request_id)
     return await session.permissions.wait(session, request_id, lambda s, r: _answer(s, r, "reject"))
 
 
@@ -101,6 +122,7 @@ def remember_tool_calls(session: Session, message: dict[str, Any]) -> None:
     # Checked here first: this runs for every update, most of them message chunks.
     if type(update) is dict and update.get("sessionUpdate") in _TOOL_UPDATES:
         session.permissions.tool_calls.update(update)
+        session.permissions.held.announced(update.get("toolCallId"))
 
 
 # ---- HTTP side -----------------------------------------------------------------------------------

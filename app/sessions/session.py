@@ -28,6 +28,7 @@ from app.translate.outgoing import prompt_params
 from app.translate.prompt import Attachment, prompt_blocks, resolve_attachment_path, user_item_parts
 from app.translate.session_translator import MOCK_USER_ITEM, SessionTranslator, UserItemStyle
 
+from . import agent_setup
 from .agent_link import AgentLink
 from .client_services import ClientServices
 from .config import SessionConfig
@@ -81,7 +82,9 @@ class Session:
         self.turns = TurnQueue(session_id, self._begin_turn, self._run_turn)
         self.terminals = SessionTerminals()
         self.translator = SessionTranslator(
-            terminal_output=self.terminals.output_of, user_item=MOCK_USER_ITEM if spec.is_mock else UserItemStyle()
+            terminal_output=self.terminals.output_of,
+            user_item=MOCK_USER_ITEM if spec.is_mock else UserItemStyle(),
+            tool_style=agent_setup.tool_style(spec),
         )
         self.permissions = Permissions()
         self.questions = Questions()
@@ -222,6 +225,7 @@ class Session:
         data = {"reason": "error", "terminated_by": "daemon", "message": message}
         self.record_one(SESSION_ENDED, data, synthetic=True)
         self.save()
+        self.log.finish()  # its events are read from the store from now on
 
     # ---- messages and turns ---------------------------------------------------------------
     def check_accepting(self) -> None:
@@ -246,7 +250,12 @@ class Session:
         image_data = image_data or {}
         turn = self.turns.new_turn(
             message,
-            prompt_blocks(message, attachments, image_capable=image_capable, image_data=image_data),
+            prompt_blocks(
+                agent_setup.for_agent(self.agent.setup, message),
+                attachments,
+                image_capable=image_capable,
+                image_data=image_data,
+            ),
             user_item_parts(attachments),
         )
         self.turns.submit(turn)
@@ -381,6 +390,7 @@ class Session:
         """Let go of everything the session holds, in this order."""
         with contextlib.suppress(Exception):
             self.save()  # how it ended, its final title and model: what a restarted server lists
+        self.log.finish()  # its events are read from the store from now on
         with contextlib.suppress(Exception):
             await self.terminals.close_all()  # commands the agent started
         await self.agent.stop()  # connection, process group, transcript

@@ -203,6 +203,22 @@ def v2_parts(item: dict[str, Any], *, cap: int = DIFF_CAP) -> list[dict[str, Any
     return parts
 
 
+def patch_for(path: str, text: str, *, cap: int = DIFF_CAP) -> str | None:
+    """The hunks for ``path`` in a unified diff the agent made itself (e.g. opencode's
+    ``rawOutput.metadata.diff``), under git-style headers; None when it does not show the file."""
+    sections = split_patch(text)
+    name = path.lstrip("/")
+    section = next((body for paths, body in sections if name in paths), None)
+    if section is None:
+        return None
+    lines = split_lines(section)
+    first = next((i for i, line in enumerate(lines) if line.startswith("@@")), None)
+    if first is None:
+        return None
+    label = _label(path)
+    return capped([f"--- a/{label}\n", f"+++ b/{label}\n", *lines[first:]], cap, mark_missing_newline=False)
+
+
 def file_refs(item: dict[str, Any], *, cap: int = DIFF_CAP) -> list[dict[str, Any]]:
     """The legacy parts of one ACP diff content item, v1 or v2."""
     if is_v2(item):

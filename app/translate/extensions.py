@@ -54,10 +54,31 @@ def agent_error(params: Any, raw: Any) -> EventDraft | None:
 
 
 def rpc_error_data(code: Any, message: str, data: Any) -> dict[str, Any]:
-    """ErrorData for a JSON-RPC error the agent answered."""
+    """ErrorData for a JSON-RPC error the agent answered. A generic message ("Internal error") gives
+    way to the agent's own words in ``data`` (a string, or its ``message``/``error``/``details``)."""
     meta = data.get("_meta") if isinstance(data, dict) else None
     error_type = meta.get(ERROR_TYPE) if isinstance(meta, dict) else None
-    return {"message": message, "code": error_type if isinstance(error_type, str) else str(code), "details": data}
+    return {
+        "message": agent_message(message, data),
+        "code": error_type if isinstance(error_type, str) else str(code),
+        "details": data,
+    }
+
+
+GENERIC_MESSAGES = frozenset({"internal error", "server error", "unknown error", ""})
+
+
+def agent_message(message: str, data: Any) -> str:
+    if message.strip().lower() not in GENERIC_MESSAGES:
+        return message
+    if isinstance(data, str) and data.strip():
+        return data.strip()
+    if isinstance(data, dict):
+        for key in ("message", "error", "details"):
+            value = data.get(key)
+            if isinstance(value, str) and value.strip():
+                return value.strip()
+    return message
 
 
 def session_end(result_meta: Any, stop_reason: Any, raw: Any) -> EventDraft | None:

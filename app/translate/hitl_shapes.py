@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .content import meta_get
+from .tools import vendor_tool_name
 
 # Option kinds in order of preference for each legacy reply (ACP: choose by kind, never by id).
 OPTION_PREFERENCE: dict[str, tuple[str, ...]] = {
@@ -142,16 +143,6 @@ def _ext(params: dict[str, Any], tool_call: dict[str, Any], key: str) -> Any:
     return value if value is not None else meta_get(tool_call, key)
 
 
-def _vendor_tool_name(meta: Any) -> str | None:
-    """Tool names agents put in ``_meta`` (e.g. ``{"claudeCode": {"toolName": "Bash"}}``)."""
-    if not isinstance(meta, dict):
-        return None
-    for value in meta.values():
-        if isinstance(value, dict) and isinstance(value.get("toolName"), str):
-            return str(value["toolName"])
-    return None
-
-
 def _command(raw_input: dict[str, Any], params: dict[str, Any]) -> str | None:
     for key in ("command", "cmd"):
         value = raw_input.get(key)
@@ -178,7 +169,9 @@ def _path(raw_input: dict[str, Any], known: dict[str, Any]) -> str | None:
     return None
 
 
-def permission_info(params: Any, remembered: dict[str, Any] | None = None) -> PermissionInfo:
+def permission_info(
+    params: Any, remembered: dict[str, Any] | None = None, kind_actions: dict[str, str] | None = None
+) -> PermissionInfo:
     """Legacy view of a ``session/request_permission`` request.
 
     ``action``: ``_meta["sandbox-agent/action"]``, else the tool's stable name (ACP ``name``, or a
@@ -195,13 +188,13 @@ def permission_info(params: Any, remembered: dict[str, Any] | None = None) -> Pe
     name = known.get("name") if isinstance(known.get("name"), str) and known.get("name") else None
     tool_name = (
         _ext(params, tool_call, "toolName")
-        or _vendor_tool_name(tool_call.get("_meta"))
-        or _vendor_tool_name((remembered or {}).get("_meta"))
+        or vendor_tool_name(tool_call.get("_meta"))
+        or vendor_tool_name((remembered or {}).get("_meta"))
         or name
     )
     action = _ext(params, tool_call, "action")
     if not isinstance(action, str) or not action:
-        action = name or tool_name or kind or "other"
+        action = name or tool_name or (kind_actions or {}).get(kind or "other") or kind or "other"
 
     legacy = _ext(params, tool_call, "metadata")
     metadata: dict[str, Any] = dict(legacy) if isinstance(legacy, dict) else {}

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.events.model import ITEM_DELTA, EventDraft, item_raw, kept_raw
+from app.events.text import REPLACEMENT, clean_text, is_high_surrogate
 
 from .content import META_PREFIX, block_to_part, reasoning_visibility
 from .items import ItemIds, ItemLifecycle, make_item
@@ -82,6 +83,19 @@ class OpenMessage:
     status_part: dict[str, Any] | None = None
     raw: list[Any] = field(default_factory=list)
     started: bool = False
+    # A high surrogate that ended the last chunk: it joins the low one the next chunk starts with.
+    held: str = ""
+
+    def join_text(self, text: str) -> str:
+        """The chunk's text as it can be shown: an emoji split across two chunks whole (its first
+        half waits for the second), any other lone surrogate as U+FFFD."""
+        if self.held:
+            text = self.held + text
+            self.held = ""
+        if text and is_high_surrogate(text[-1]):
+            self.held = text[-1]
+            text = text[:-1]
+        return clean_text(text)
 
     def add_text(self, part_type: str, visibility: str | None, text: str) -> None:
         if not text:
@@ -161,6 +175,8 @@ class MessageAssembler:
         block = update.get("content")
         delta: str | None = None
         if type(block) is dict and block.get("type") == "text" and type(text := block.get("text")) is str:
+            if current.held or not text.isascii():  # (ASCII text holds no surrogate)
+                text = current.join_text(text)
             if reasoning:
                 visibility = reasoning_visibility(block, reasoning_visibility(update))
                 current.add_text("reasoning", visibility, text)
@@ -254,6 +270,9 @@ class MessageAssembler:
         self.open = None
         if current.key is not None:
             self._closed.add(current.key)
+        if current.held:  # the second half never came
+            current.held = ""
+            current.add_text(*_last_text_kind(current), REPLACEMENT)
         return self._lifecycle.completed(self._item(current, status), raw=item_raw(current.raw))
 
     @staticmethod
@@ -267,6 +286,13 @@ class MessageAssembler:
             status=status,
             parent_id=current.parent_id,
         )
+
+
+def _last_text_kind(current: OpenMessage) -> tuple[str, str | None]:
+    for entry in reversed(current.entries):
+        if type(entry) is _Text:
+            return entry.type, entry.visibility
+    return "text", None
 
 
 def _plain_text(blocks: list[Any]) -> str:

@@ -29,13 +29,14 @@ from typing import Any
 
 from app.events.envelope import dumps
 from app.events.model import AGENT_UNPARSED, TURN_ENDED, TURN_STARTED, EventDraft
+from app.events.text import clean_value
 
 from . import extensions, status
 from .checks import block_problem, update_problem
 from .items import ItemIds, ItemLifecycle, make_item
 from .messages import CHUNK_KINDS, UPSERT_KINDS, MessageAssembler
 from .prompt import attachments_text
-from .tools import ToolCalls
+from .tools import DEFAULT_STYLE, ToolCalls, ToolStyle
 
 
 @dataclass(slots=True)
@@ -47,6 +48,9 @@ class SessionState:
     updated_at_ms: int | None = None
     mode: str | None = None  # the agent's current mode, whatever told it
     agent_mode: str | None = None  # the mode as changed by the agent during the session
+    # False when the agent's own modes are permission modes (claude, codex): they never show as
+    # SessionInfo agentMode.
+    modes_are_agent_modes: bool = True
     model: str | None = None
     available_commands: list[Any] = field(default_factory=list)
     usage: dict[str, Any] | None = None
@@ -82,6 +86,17 @@ MOCK_USER_ITEM = UserItemStyle(
 UpdateHandler = Callable[["SessionTranslator", dict[str, Any], Any], list[EventDraft]]
 
 
+def _clean_update(update: dict[str, Any], chunk: bool) -> dict[str, Any]:
+    """Lone surrogates out of an update's strings (U+FFFD). A chunk's text keeps its own: the
+    message assembler joins a pair split across two chunks first."""
+    content = update.get("content")
+    text = content.get("text") if chunk and type(content) is dict else None
+    cleaned: dict[str, Any] = clean_value(update)  # type: ignore[assignment]
+    if type(text) is str and cleaned is not update:
+        cleaned["content"] = {**cleaned["content"], "text": text}
+    return cleaned
+
+
 def raw_hash(raw: Any) -> str | None:
     """sha256 of the raw payload: of its text for a stdout line, of its compact JSON otherwise."""
     if raw is None:
@@ -100,7 +115,9 @@ class SessionTranslator:
         self,
         terminal_output: Callable[[str], str | None] | None = None,
         user_item: UserItemStyle = UserItemStyle(),
+        tool_style: ToolStyle = DEFAULT_STYLE,
     ) -> None:
+        self.tool_style = tool_style
         self.ids = ItemIds()
         self.lifecycle = ItemLifecycle()
         self.messages = MessageAssembler(self.ids, self.lifecycle)
@@ -123,6 +140,10 @@ class SessionTranslator:
         kind = update.get("sessionUpdate")
         if type(kind) is not str:
             return self.unparsed("session/update without a sessionUpdate kind", "session/update", raw)
+        # Only a message whose JSON text has a \uD8xx-\uDFxx escape can hold a lone surrogate.
+        text = getattr(raw, "json_text", None)
+        if text is None or "\\ud" in text or "\\uD" in text:
+            update = _clean_update(update, kind in CHUNK_KINDS)
         if "_meta" in update:
             asked = extensions.unparsed_request(update)
             if asked is not None:
@@ -270,7 +291,9 @@ def _session_info(t: SessionTranslator, update: dict[str, Any], raw: Any) -> lis
 def _current_mode(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     mode = update.get("currentModeId", update.get("modeId"))
     if isinstance(mode, str):
-        t.state.mode = t.state.agent_mode = mode
+        t.state.mode = mode
+        if t.state.modes_are_agent_modes:
+            t.state.agent_mode = mode
     _keep(t, update, raw)
     return []
 
@@ -311,7 +334,9 @@ def apply_config_options(state: SessionState, options: list[Any]) -> None:
         if not isinstance(value, str):
             continue
         if option.get("category") == "mode":
-            state.mode = state.agent_mode = value
+            state.mode = value
+            if state.modes_are_agent_modes:
+                state.agent_mode = value
         elif option.get("category") == "model":
             state.model = value
 

@@ -20,12 +20,19 @@ When items start and complete:
    Updates for a call that already finished change nothing.
 
 The tool **name** is decided once and kept while the title changes: ``_meta["sandbox-agent/toolName"]``,
-else the (unstable) ACP ``name``, else ``rawInput.todos`` -> ``todowrite`` / ``rawInput.subagent_type``
--> ``task``, else the title first seen, else the kind.
+else the (unstable) ACP ``name``, else a vendor name in ``_meta`` (``_meta.claudeCode.toolName``; the
+``mcp__acp__`` prefix of the adapter's own tools dropped), else ``rawInput.todos`` -> ``todowrite`` /
+``rawInput.subagent_type`` -> ``task``, else the title first seen (when the agent's titles are tool
+names, :class:`ToolStyle`), else a stable name for the ACP kind (the style's table), else the kind.
 
 ``output``: the terminal's output when the content shows a terminal the session can look up, else
-``rawOutput`` (its text when it is text, text blocks or ``{output: text}``; JSON text otherwise),
-else the text of the content. ``file_ref`` parts: diffs (v1 and v2, see :mod:`.diffs`), resource
+``rawOutput`` (its text when it is text, text blocks or a dict with one of the style's text fields,
+such as codex's ``formatted_output``; JSON text otherwise), else the text of the content.
+
+A ``session/request_permission`` carries the tool call too (:meth:`ToolCalls.permission_tool_call`):
+its input, title and kind fill what the call lacks, and its diffs are kept. For each file the fullest
+diff seen wins: opencode shows whole-file diffs only in the permission request, and a shorter,
+misnumbered one in its later update. ``file_ref`` parts: diffs (v1 and v2, see :mod:`.diffs`), resource
 links in the content, the locations of read tools (action read), and the file an edit tool names in
 its input when no diff shows it.
 
@@ -55,6 +62,37 @@ _MISSING: Any = object()
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
+@dataclass(frozen=True, slots=True)
+class ToolStyle:
+    """How one kind of agent names its tools and where their output text is (from its profile)."""
+
+    names: dict[str, str] = field(default_factory=dict)  # ACP kind -> stable tool name
+    title_names: bool = True  # the first title is the tool's name
+    output_fields: tuple[str, ...] = ("output",)
+    # Dotted paths in `rawOutput` to a unified diff the agent made itself (whole-file numbering).
+    patch_fields: tuple[str, ...] = ()
+
+
+DEFAULT_STYLE = ToolStyle()
+VENDOR_PREFIXES = ("mcp__acp__",)
+
+
+def vendor_tool_name(meta: Any) -> str | None:
+    """A tool name an agent put in ``_meta`` (``{"claudeCode": {"toolName": "Bash"}}``)."""
+    if not isinstance(meta, dict):
+        return None
+    for key, value in meta.items():
+        if key.startswith("sandbox-agent/") or not isinstance(value, dict):
+            continue
+        name = value.get("toolName")
+        if isinstance(name, str) and name:
+            for prefix in VENDOR_PREFIXES:
+                if name.startswith(prefix) and len(name) > len(prefix):
+                    return name[len(prefix) :]
+            return name
+    return None
+
+
 @dataclass(slots=True)
 class ToolCallState:
     call_id: str
@@ -76,6 +114,9 @@ class ToolCallState:
     call_done: bool = False
     result_started: bool = False
     chunked: bool = False
+    vendor_name: str | None = None
+    # Diffs from the permission request, by path (kept when the agent's own are shorter).
+    asked_diffs: dict[str, dict[str, Any]] = field(default_factory=dict)
     raws: list[Any] = field(default_factory=list)
     _diff_cache: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
 
@@ -92,20 +133,29 @@ class ToolCallState:
         return self.raw_output is not None or self.chunked
 
 
-def detect_name(state: ToolCallState) -> str:
+def detect_name(state: ToolCallState, style: ToolStyle = DEFAULT_STYLE) -> str:
     if state.explicit_name:
         return state.explicit_name
+    if state.vendor_name:
+        return state.vendor_name
     raw_input = state.raw_input
     if isinstance(raw_input, dict):
         if isinstance(raw_input.get("todos"), list):
             return "todowrite"
         if raw_input.get("subagent_type") or raw_input.get("subagentType"):
             return "task"
-    if state.first_title:
+    if state.first_title and style.title_names:
         return state.first_title
     if state.kind:
-        return state.kind
+        return style.names.get(state.kind, state.kind)
+    if state.first_title:
+        return state.first_title
     return "tool"
+
+
+def _diff_size(item: dict[str, Any]) -> int:
+    old, new = item.get("oldText"), item.get("newText")
+    return (len(old) if isinstance(old, str) else 0) + (len(new) if isinstance(new, str) else 0)
 
 
 class ToolCalls:
@@ -115,6 +165,41 @@ class ToolCalls:
         self._t = translator
         self.calls: dict[str, ToolCallState] = {}
         self.finished: dict[str, tuple[str, str | None]] = {}  # toolCallId -> (call item, result item)
+        # Tool calls first seen in a permission request, merged when the call is announced.
+        self.asked: dict[str, dict[str, Any]] = {}
+
+    @property
+    def style(self) -> ToolStyle:
+        return self._t.tool_style
+
+    def permission_tool_call(self, tool_call: Any) -> None:
+        """Keep what a permission request tells about its tool call (no event of its own)."""
+        if not isinstance(tool_call, dict) or not isinstance(tool_call.get("toolCallId"), str):
+            return
+        call_id = tool_call["toolCallId"]
+        if call_id in self.finished:
+            return
+        state = self.calls.get(call_id)
+        if state is None:
+            self.asked[call_id] = tool_call
+            while len(self.asked) > 256:
+                self.asked.pop(next(iter(self.asked)))
+            return
+        self._merge_asked(state, tool_call)
+
+    @staticmethod
+    def _merge_asked(state: ToolCallState, tool_call: dict[str, Any]) -> None:
+        if state.raw_input is _MISSING and tool_call.get("rawInput") is not None:
+            state.raw_input = tool_call["rawInput"]
+        if state.kind is None and isinstance(tool_call.get("kind"), str):
+            state.kind = tool_call["kind"]
+        if state.vendor_name is None:
+            state.vendor_name = vendor_tool_name(tool_call.get("_meta"))
+        for item in tool_call.get("content") or []:
+            if isinstance(item, dict) and item.get("type") == "diff" and isinstance(item.get("path"), str):
+                known = state.asked_diffs.get(item["path"])
+                if known is None or _diff_size(item) > _diff_size(known):
+                    state.asked_diffs[item["path"]] = item
 
     # ---- updates ---------------------------------------------------------------------------
     def upsert(self, update: dict[str, Any], raw: Any, *, chunk: Any = _MISSING) -> list[EventDraft]:
@@ -127,12 +212,14 @@ class ToolCalls:
         if state is None:
             state = self._create(call_id, update)
         self._merge(state, update)
+        if is_new and call_id in self.asked:
+            self._merge_asked(state, self.asked.pop(call_id))
         if chunk is not _MISSING:
             state.content.append(chunk)
             state.chunked = True
         state.raws.append(kept_raw(raw))
         if not state.call_done:
-            state.name = detect_name(state)
+            state.name = detect_name(state, self.style)
         if is_new:
             out.extend(self._t.lifecycle.started(self._call_item(state, "in_progress"), raw=raw))
         # Started events carry the message that started the item; completed ones every message of
@@ -193,6 +280,9 @@ class ToolCalls:
             name = acp_name if isinstance(acp_name, str) and acp_name else None
         if name is not None:
             state.explicit_name = name
+        vendor = vendor_tool_name(update.get("_meta"))
+        if vendor is not None:
+            state.vendor_name = vendor
 
     # ---- items -----------------------------------------------------------------------------
     def _call_item(self, state: ToolCallState, status: str) -> dict[str, Any]:
@@ -251,7 +341,10 @@ class ToolCalls:
     def result_parts(self, state: ToolCallState) -> list[dict[str, Any]]:
         parts: list[dict[str, Any]] = [{"type": "tool_result", "call_id": state.call_id, "output": self.output(state)}]
         seen: set[str] = set()
-        for item in state.content:
+        content = state.content
+        if state.asked_diffs:
+            content = self._with_asked_diffs(state)
+        for item in content:
             if not isinstance(item, dict):
                 continue
             kind = item.get("type")
@@ -280,9 +373,37 @@ class ToolCalls:
         return parts
 
     @staticmethod
-    def _diff_parts(state: ToolCallState, item: dict[str, Any]) -> list[dict[str, Any]]:
+    def _with_asked_diffs(state: ToolCallState) -> list[Any]:
+        """The content with each file's fullest diff: the permission request's or the agent's own."""
+        asked = dict(state.asked_diffs)
+        content: list[Any] = []
+        for item in state.content:
+            if isinstance(item, dict) and item.get("type") == "diff" and item.get("path") in asked:
+                other = asked.pop(item["path"])
+                content.append(other if _diff_size(other) > _diff_size(item) else item)
+            else:
+                content.append(item)
+        content.extend(asked.values())
+        return content
+
+    def _raw_patch(self, state: ToolCallState) -> str | None:
+        for dotted in self.style.patch_fields:
+            value: Any = state.raw_output
+            for key in dotted.split("."):
+                value = value.get(key) if isinstance(value, dict) else None
+            if isinstance(value, str) and value:
+                return value
+        return None
+
+    def _diff_parts(self, state: ToolCallState, item: dict[str, Any]) -> list[dict[str, Any]]:
         if diffs.is_v2(item):
             return diffs.v2_parts(item)
+        patch = self._raw_patch(state) if self.style.patch_fields else None
+        if patch is not None and isinstance(item.get("path"), str):
+            text = diffs.patch_for(item["path"], patch)
+            if text is not None:
+                action = "patch" if item.get("oldText") else "write"
+                return [{"type": "file_ref", "path": item["path"], "action": action, "diff": text}]
         path, old, new = item.get("path"), item.get("oldText"), item.get("newText")
         key = (
             path if isinstance(path, str) else "",
@@ -301,7 +422,7 @@ class ToolCalls:
             if texts is not None:
                 return texts
         if state.raw_output is not None:
-            return output_text(state.raw_output)
+            return output_text(state.raw_output, self.style.output_fields)
         return content_texts(state.content, None) or ""
 
 
@@ -326,12 +447,14 @@ def content_texts(content: list[Any], terminal_output: Callable[[str], str | Non
     return "\n".join(texts)
 
 
-def output_text(raw_output: Any) -> str:
+def output_text(raw_output: Any, fields: tuple[str, ...] = ("output",)) -> str:
     """``rawOutput`` as the legacy ``output`` string."""
     if isinstance(raw_output, str):
         return raw_output
-    if isinstance(raw_output, dict) and isinstance(raw_output.get("output"), str):
-        return str(raw_output["output"])
+    if isinstance(raw_output, dict):
+        for key in fields:
+            if isinstance(raw_output.get(key), str):
+                return str(raw_output[key])
     if (
         isinstance(raw_output, list)
         and raw_output

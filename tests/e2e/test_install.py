@@ -24,9 +24,13 @@ from urllib.parse import unquote
 import httpx
 import pytest
 
-from tests.support import ROOT, Bridge, create_session, send, start_bridge, until_type, wait_for_events
+from tests.support import ROOT, Bridge, create_session, require_npm, send, start_bridge, until_type, wait_for_events
 
-pytestmark = pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
+
+@pytest.fixture(autouse=True)
+def _npm() -> None:
+    require_npm()
+
 
 PACKAGE = "@zed-industries/claude-agent-acp"
 DEFAULT_VERSION = "0.23.1"  # the version the bridge installs when none is asked for
@@ -116,6 +120,7 @@ def bridge(tmp_path: Path, registry: Registry) -> Iterator[Bridge]:
         "npm_config_userconfig": str(tmp_path / "npmrc"),
         "npm_config_fetch_retries": "0",
         "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "ANTHROPIC_API_KEY": "sk-ant-test",  # claude sessions need credentials to start
     }
     npm = shutil.which("npm")
     assert npm is not None

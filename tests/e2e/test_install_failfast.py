@@ -16,9 +16,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import Bridge, free_port, start_bridge
+from tests.support import Bridge, free_port, require_npm, start_bridge
 
-pytestmark = pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
+
+@pytest.fixture(autouse=True)
+def _npm() -> None:
+    require_npm()
 
 
 def npm_env(tmp_path: Path, registry: str) -> dict[str, str]:

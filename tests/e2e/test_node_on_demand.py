@@ -28,6 +28,7 @@ def bridge(tmp_path: Path, registry: Registry) -> Iterator[Bridge]:  # noqa: F81
         "npm_config_cache": str(tmp_path / "npm-cache"),
         "npm_config_userconfig": str(tmp_path / "npmrc"),
         "npm_config_fetch_retries": "0",
+        "ANTHROPIC_API_KEY": "sk-ant-test",  # claude sessions need credentials to start
     }
     assert shutil.which("npm", path=env["PATH"]) is None
     server = start_bridge(tmp_path, env=env)

@@ -3,14 +3,13 @@ through the bridge.
 
 Everything runs offline inside a loopback-only network namespace: the fake LLM, the bridge and the
 agent (see ``tests/realagents/``). One driver run per agent is shared by the tests of this module;
-they skip with the reason when the namespace, npm or the registry is not available, or when
-``ACP_BRIDGE_TEST_REAL_AGENTS=0``.
+they fail when the namespace, npm or the registry is not available (in CI; elsewhere they skip with
+the reason), and skip with ``ACP_BRIDGE_TEST_REAL_AGENTS=0``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,21 +18,20 @@ import pytest
 
 from tests.realagents import fake_llm
 from tests.realagents.agents import RECIPES, AgentUnavailable, install
-from tests.realagents.netns import isolation, run_isolated
+from tests.realagents.netns import isolation, opted_out, run_isolated, unavailable
 
 DRIVER_TIMEOUT = 240.0
 
 
 def run_driver(agent: str, out: Path) -> dict[str, Any]:
-    if os.environ.get("ACP_BRIDGE_TEST_REAL_AGENTS", "1") == "0":
-        pytest.skip("real agents disabled (ACP_BRIDGE_TEST_REAL_AGENTS=0)")
+    opted_out()
     iso = isolation()
     if not iso.available:
-        pytest.skip(iso.reason)
+        unavailable(iso.reason)
     try:
         command = install(RECIPES[agent])
     except AgentUnavailable as exc:
-        pytest.skip(f"{agent} not installable: {exc}")
+        unavailable(f"{agent} not installable: {exc}")
     argv = [sys.executable, "-m", "tests.realagents.driver", "--agent", agent]
     argv += ["--agent-command", json.dumps(command), "--out", str(out)]
     done = run_isolated(argv, timeout=DRIVER_TIMEOUT)
@@ -43,7 +41,8 @@ def run_driver(agent: str, out: Path) -> dict[str, Any]:
     return report
 
 
-@pytest.fixture(scope="module", params=["claude-code", "claude-agent", "gemini"])
+# claude-agent-acp (the adapter of the legacy `claude` id) runs in test_legacy_agents.py.
+@pytest.fixture(scope="module", params=["claude-code", "gemini"])
 def real(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     agent: str = request.param
     return run_driver(agent, tmp_path_factory.mktemp(f"real-{agent}") / "report.json")
@@ -122,6 +121,9 @@ def test_agent_tool_calls_pair_with_results(real: dict[str, Any]) -> None:
     ]
     results = completed_items(real, "tool_result")
     call_ids = {p["call_id"] for p in parts(calls, "tool_call")}
+    if real["agent"] == "claude-code":  # the vendor's tool names, without the adapter's MCP prefix
+        names = {p["name"] for p in parts(calls, "tool_call")}
+        assert {"Write", "Edit", "Read", "Bash"} <= names, names
     result_ids = {p["call_id"] for p in parts(results, "tool_result")}
     assert len(call_ids) >= 4, calls  # write, edit, read, shell (+ the plan, for agents that make it a tool)
     assert call_ids == result_ids

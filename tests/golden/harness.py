@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.agents.profiles import PROFILES
 from app.events.model import ERROR, EventDraft
 from app.translate.extensions import ERROR_NOTIFICATION, rpc_error_data
 from app.translate.session_translator import SessionTranslator
+from app.translate.tools import DEFAULT_STYLE, ToolStyle
 from tests.support import ROOT, SHARED
 
 AGENT = "agent->client"
@@ -47,6 +49,16 @@ def expected_path(transcript: Path) -> Path:
 
 def load(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def style_for(transcript: Path) -> ToolStyle:
+    """Recordings of a legacy id (``legacy-<agent>.jsonl``) are read with that agent's profile, as the
+    bridge reads them; the others with the generic one."""
+    name = transcript.name.removesuffix(".jsonl")
+    if not name.startswith("legacy-"):
+        return DEFAULT_STYLE
+    profile = PROFILES[name.removeprefix("legacy-")]
+    return ToolStyle(dict(profile.tool_names), profile.title_names, profile.output_fields, profile.patch_fields)
 
 
 @dataclass
@@ -88,6 +100,8 @@ class Replay:
             self.drafts += self.translator.agent_error(msg.get("params"), msg)
         elif isinstance(method, str) and "id" in msg:
             self.agent_requests[msg["id"]] = msg
+            if method == "session/request_permission" and isinstance(msg.get("params"), dict):
+                self.translator.tools.permission_tool_call(msg["params"].get("toolCall"))
         elif isinstance(method, str):
             if not method.startswith("_"):
                 self.drafts += self.translator.unparsed(f"unknown notification: {method}", "agent.stdout", msg)
@@ -106,10 +120,10 @@ class Replay:
             self.drafts += self.translator.turn_ended(turn_id, metadata, raw=msg)
 
 
-def replay(records: list[dict[str, Any]]) -> list[EventDraft]:
+def replay(records: list[dict[str, Any]], style: ToolStyle = DEFAULT_STYLE) -> list[EventDraft]:
     """The drafts a session would record; what is still open when the recording stops is completed,
     as terminating the session would."""
-    run = Replay()
+    run = Replay(SessionTranslator(tool_style=style))
     for record in records:
         run.feed(record)
     return run.drafts + run.translator.flush()

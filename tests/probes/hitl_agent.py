@@ -5,6 +5,7 @@ Each prompt is a JSON script:
 
     {"updates": [<session/update payloads sent first>],
      "requests": [{"method": "session/request_permission", "params": {...}}, ...],   # sent at once
+     "updates_after": [<session/update payloads sent after the requests>],
      "cancel": [<indices of requests to withdraw with $/cancel_request>],
      "exit": <code: exit right after sending the requests>}
 
@@ -91,6 +92,8 @@ def prompt(msg):
         ids.append(request_id)
         payload = {"sessionId": sid, **request.get("params", {})}
         send({"jsonrpc": "2.0", "id": request_id, "method": request["method"], "params": payload})
+    for update in script.get("updates_after", []):  # e.g. a tool call announced after its permission
+        send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": update}})
     for index in script.get("cancel", []):
         send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": ids[index]}})
     if "exit" in script:

@@ -3,6 +3,8 @@
 
 - hang          the prompt is never answered, session/cancel is ignored (the turn never ends)
 - prompt_error  the prompt is answered with a JSON-RPC error
+- split_emoji   an emoji cut in two across two chunks, lone surrogates in another message, a title
+                and a tool call (JSON escapes, as a JavaScript agent's `slice` leaves them)
 - (other)       one agent_message_chunk "probe: <text>", then end_turn
 """
 
@@ -36,6 +38,9 @@ def main():
                 error = {"code": -32000, "message": "probe refuses this prompt", "data": {"probe": True}}
                 send({"jsonrpc": "2.0", "id": msg["id"], "error": error})
                 continue
+            if MODE == "split_emoji":
+                split_emoji(msg["id"])
+                continue
             text = "".join(b.get("text", "") for b in msg["params"]["prompt"] if b.get("type") == "text")
             update = {
                 "sessionUpdate": "agent_message_chunk",
@@ -52,6 +57,37 @@ def main():
             send({"jsonrpc": "2.0", "id": msg["id"], "result": {"stopReason": "end_turn"}})
         elif "id" in msg and method is not None:
             send({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "Method not found"}})
+
+
+def update(body):
+    send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "stream-probe", "update": body}})
+
+
+def split_emoji(request_id):
+    def text(message_id, value):
+        return {
+            "sessionUpdate": "agent_message_chunk",
+            "messageId": message_id,
+            "content": {"type": "text", "text": value},
+        }
+
+    update(text("whole", "smile \ud83d"))
+    update(text("whole", "\ude00 done"))
+    update({"sessionUpdate": "session_info_update", "title": "title \ud800"})
+    update(
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "call-1",
+            "title": "echo \udfff",
+            "kind": "execute",
+            "status": "completed",
+            "rawInput": {"command": "echo \ud83d"},
+            "content": [{"type": "content", "content": {"type": "text", "text": "output \ud800"}}],
+        }
+    )
+    update(text("lone", "cut \ud83d"))
+    update(text("other", "x \udc00 y"))
+    send({"jsonrpc": "2.0", "id": request_id, "result": {"stopReason": "end_turn"}})
 
 
 if __name__ == "__main__":

@@ -97,6 +97,8 @@ class AgentRecipe:
     client_services: tuple[str, ...] = ()
     # Whether the agent tells the client what its shell printed (gemini-cli keeps it for the model).
     reports_shell_output: bool = True
+    # The bridge profile of this kind of agent (agents file `profile`), if any.
+    profile: str | None = None
     # The scripted steps of the default prompt.
     steps: tuple[str, ...] = ("think", "plan", "write", "edit", "read", "shell")
 
@@ -125,6 +127,7 @@ RECIPES: dict[str, AgentRecipe] = {
             env=_claude_env,
             no_ask_mode="bypassPermissions",
             client_services=("fs/read_text_file", "fs/write_text_file", "terminal/create"),
+            profile="claude",
         ),
         AgentRecipe(
             # The adapter the bridge installs for the legacy `claude` id: its tools run inside the
@@ -150,6 +153,7 @@ RECIPES: dict[str, AgentRecipe] = {
             disabled_services=("fs/read_text_file",),
             client_services=("fs/write_text_file",),
             reports_shell_output=False,
+            profile="gemini",
         ),
     )
 }

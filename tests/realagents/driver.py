@@ -53,6 +53,8 @@ def write_agents_file(path: Path, recipe: AgentRecipe, command: list[str], env: 
         "env = { " + ", ".join(f"{toml_string(k)} = {toml_string(v)}" for k, v in env.items()) + " }",
         "disabled_services = [" + ", ".join(toml_string(m) for m in recipe.disabled_services) + "]",
     ]
+    if recipe.profile:
+        lines.append(f"profile = {toml_string(recipe.profile)}")
     path.write_text("\n".join(lines) + "\n")
 
 

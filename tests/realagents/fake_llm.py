@@ -4,6 +4,9 @@ Stdlib only. One ``ThreadingHTTPServer`` answers, streamed as SSE or as plain JS
 
 - Anthropic Messages: ``POST /v1/messages`` (+ ``/v1/messages/count_tokens``) — Claude adapters
 - Gemini: ``POST /v1beta/models/<model>:streamGenerateContent`` / ``:generateContent`` / ``:countTokens``
+- OpenAI chat completions: ``POST /v1/chat/completions`` — opencode (openai-compatible provider)
+- OpenAI Responses: ``POST /v1/responses`` — codex (its WebSocket upgrade is refused with 426, so it
+  falls back to plain HTTP at once); ``apply_patch`` as a freeform (custom) or a function tool
 
 What the "model" does is written in the prompt as a directive::
 
@@ -54,8 +57,8 @@ ACTIONS = ("plan", "write", "edit", "read", "shell", "touch", "text", "slow")
 # Tool names per action, most specific first; the first one the agent offers wins.
 TOOL_NAMES: dict[str, tuple[str, ...]] = {
     "plan": ("TodoWrite", "todowrite", "write_todos", "update_plan"),
-    "write": ("mcp__acp__Write", "Write", "write", "write_file"),
-    "edit": ("mcp__acp__Edit", "Edit", "edit", "replace", "edit_file"),
+    "write": ("mcp__acp__Write", "Write", "write", "write_file", "apply_patch"),
+    "edit": ("mcp__acp__Edit", "Edit", "edit", "replace", "edit_file", "apply_patch"),
     "read": ("mcp__acp__Read", "Read", "read", "read_file"),
     "shell": ("mcp__acp__Bash", "Bash", "bash", "run_shell_command", "shell", "exec_command"),
 }
@@ -140,7 +143,18 @@ def tool_call_for(action: str, directory: str, tools: dict[str, dict[str, Any]])
         return None
     if action == "plan":
         return ToolCall(name, plan_arguments(tools[name]))
+    if name == "apply_patch":
+        return ToolCall(name, {"input": apply_patch_text(action, target)})
     return ToolCall(name, fill_arguments(tools[name], values))
+
+
+def apply_patch_text(action: str, target: str) -> str:
+    """codex's patch language: add the file, or change its second line."""
+    if action == "write":
+        body = "".join(f"+{line}\n" for line in FILE_TEXT.splitlines())
+        return f"*** Begin Patch\n*** Add File: {target}\n{body}*** End Patch\n"
+    first = FILE_TEXT.splitlines()[0]
+    return f"*** Begin Patch\n*** Update File: {target}\n@@\n {first}\n-{EDIT_OLD}\n+{EDIT_NEW}\n*** End Patch\n"
 
 
 # ---- arguments from JSON schemas ------------------------------------------------------------------
@@ -325,7 +339,9 @@ class Handler(BaseHTTPRequestHandler):
     # ---- routing ----
     def do_GET(self) -> None:
         path = urlsplit(self.path).path
-        if path.rstrip("/").endswith("/models"):
+        if self.headers.get("upgrade", "").lower() == "websocket":
+            self._json({"error": {"message": "websockets are not served here"}}, 426)
+        elif path.rstrip("/").endswith("/models"):
             self._json({"data": [{"id": "fake-model", "object": "model"}], "models": []})
         else:
             self._json({"error": {"message": f"no route {path}"}}, 404)
@@ -347,15 +363,34 @@ class Handler(BaseHTTPRequestHandler):
                 self._json({"totalTokens": max(1, len(json.dumps(body)) // 4)})
             elif ":streamGenerateContent" in path or ":generateContent" in path:
                 self._gemini(body, stream=":streamGenerateContent" in path)
+            elif path.endswith("/chat/completions"):
+                self._chat(body)
+            elif path.endswith("/responses"):
+                self._responses(body)
             else:
                 self._json({"error": {"message": f"no route {path}"}}, 404)
         except ClientGone:
             self.close_connection = True
 
-    def _record(self, api: str, tools: dict[str, Any], calls_done: int, reply: Reply, last_result: str = "") -> None:
+    def _record(
+        self,
+        api: str,
+        tools: dict[str, Any],
+        calls_done: int,
+        reply: Reply,
+        last_result: str = "",
+        body: dict[str, Any] | None = None,
+        prompt: str = "",
+    ) -> None:
+        body = body or {}
+        reasoning = body.get("reasoning")
+        effort = reasoning.get("effort") if isinstance(reasoning, dict) else body.get("reasoning_effort")
         self.server.log.add(
             {
                 "api": api,
+                "prompt": prompt[:500],  # the user message holding the directive
+                "model": body.get("model"),
+                "effort": effort,
                 "tools": sorted(tools),
                 "calls_done": calls_done,
                 # What the agent reported back for its newest tool call: proof that the tool ran.
@@ -382,10 +417,10 @@ class Handler(BaseHTTPRequestHandler):
             if isinstance(t, dict) and isinstance(t.get("name"), str)
         }
         messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
-        directive, calls_done = None, 0
+        directive, calls_done, prompt = None, 0, ""
         for index in range(len(messages) - 1, -1, -1):
             if messages[index].get("role") == "user":
-                directive = Directive.find(_anthropic_text(messages[index]))
+                directive = Directive.find(prompt := _anthropic_text(messages[index]))
                 if directive is not None:
                     calls_done = sum(
                         1
@@ -396,7 +431,7 @@ class Handler(BaseHTTPRequestHandler):
                     )
                     break
         reply = next_reply(directive, calls_done, tools)
-        self._record("anthropic", tools, calls_done, reply, _anthropic_last_result(messages))
+        self._record("anthropic", tools, calls_done, reply, _anthropic_last_result(messages), body, prompt)
         total_calls = sum(1 for m in messages for b in _blocks(m) if b.get("type") == "tool_use")
         call_id = f"toolu_fake_{total_calls + 1:03d}"
         message_id = f"msg_fake_{len(messages):03d}"
@@ -494,6 +529,227 @@ class Handler(BaseHTTPRequestHandler):
         self._event({"type": "message_stop"}, "message_stop")
         self._end_sse()
 
+    # ---- OpenAI chat completions ----
+    def _chat(self, body: dict[str, Any]) -> None:
+        tools: dict[str, dict[str, Any]] = {}
+        for tool in body.get("tools") or []:
+            function = tool.get("function") if isinstance(tool, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("name"), str):
+                tools[function["name"]] = function.get("parameters") or {}
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        directive, calls_done, prompt = None, 0, ""
+        for index in range(len(messages) - 1, -1, -1):
+            if messages[index].get("role") == "user":
+                directive = Directive.find(prompt := _chat_text(messages[index]))
+                if directive is not None:
+                    calls_done = sum(len(m.get("tool_calls") or []) for m in messages[index + 1 :])
+                    break
+        reply = next_reply(directive, calls_done, tools)
+        last = "\n".join(_chat_text(m) for m in reversed(messages) if m.get("role") == "tool")[:2000]
+        self._record("chat", tools, calls_done, reply, last, body, prompt)
+        total_calls = sum(len(m.get("tool_calls") or []) for m in messages)
+        call_id = f"call_fake_{total_calls + 1:03d}"
+        model = body.get("model") or "fake-model"
+        finish = "tool_calls" if reply.call else "stop"
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+            if reply.thinking:
+                message["reasoning_content"] = reply.thinking
+            if reply.call:
+                arguments = json.dumps(reply.call.arguments)
+                function = {"name": reply.call.name, "arguments": arguments}
+                message["tool_calls"] = [{"id": call_id, "type": "function", "function": function}]
+            choice = {"index": 0, "message": message, "finish_reason": finish}
+            usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+            self._json(
+                {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion",
+                    "model": model,
+                    "choices": [choice],
+                    "usage": usage,
+                }
+            )
+            return
+        self._start_sse()
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> None:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+            payload = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model}
+            self._event({**payload, "choices": [choice]})
+
+        chunk({"role": "assistant", "content": ""})
+        if reply.thinking:
+            for piece in words(reply.thinking):
+                chunk({"reasoning_content": piece})
+        for piece in words(reply.text) if reply.text else []:
+            chunk({"content": piece})
+        if reply.slow:
+            self._slow_ticks(lambda tick: chunk({"content": tick}))
+        if reply.call:
+            arguments = json.dumps(reply.call.arguments)
+            half = len(arguments) // 2
+            head = {
+                "index": 0,
+                "id": call_id,
+                "type": "function",
+                "function": {"name": reply.call.name, "arguments": ""},
+            }
+            chunk({"tool_calls": [head]})
+            for part in (arguments[:half], arguments[half:]):
+                chunk({"tool_calls": [{"index": 0, "function": {"arguments": part}}]})
+        chunk({}, finish)
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        self._event(
+            {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model, "choices": [], "usage": usage}
+        )
+        self._chunk(b"data: [DONE]\n\n")
+        self._end_sse()
+
+    # ---- OpenAI Responses ----
+    def _responses(self, body: dict[str, Any]) -> None:
+        tools: dict[str, dict[str, Any]] = {}
+        custom: set[str] = set()
+        for tool in body.get("tools") or []:
+            if not isinstance(tool, dict):
+                continue
+            name = tool.get("name")
+            if tool.get("type") == "local_shell":
+                name = "local_shell"
+            if isinstance(name, str):
+                tools[name] = tool.get("parameters") or {}
+                if tool.get("type") == "custom":
+                    custom.add(name)
+        items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+        directive, calls_done, prompt = None, 0, ""
+        call_types = ("function_call", "custom_tool_call", "local_shell_call")
+        for index in range(len(items) - 1, -1, -1):
+            item = items[index]
+            if item.get("type", "message") == "message" and item.get("role") == "user":
+                directive = Directive.find(prompt := _responses_text(item))
+                if directive is not None:
+                    calls_done = sum(1 for i in items[index + 1 :] if i.get("type") in call_types)
+                    break
+        reply = next_reply(directive, calls_done, tools)
+        outputs = [i for i in items if str(i.get("type", "")).endswith("_output")]
+        last = _output_text(outputs[-1].get("output")) if outputs and items and items[-1] is outputs[-1] else ""
+        self._record("responses", tools, calls_done, reply, last, body, prompt)
+        total_calls = sum(1 for i in items if i.get("type") in call_types)
+        number = total_calls + 1
+        response_id = f"resp_fake_{len(items):03d}"
+        model = body.get("model") or "fake-model"
+        self._start_sse()
+        sequence = 0
+
+        def event(payload: dict[str, Any]) -> None:
+            nonlocal sequence
+            sequence += 1
+            self._event({**payload, "sequence_number": sequence}, payload["type"])
+
+        response = {"id": response_id, "object": "response", "status": "in_progress", "model": model, "output": []}
+        event({"type": "response.created", "response": response})
+        output: list[dict[str, Any]] = []
+        index = 0
+        if reply.thinking:
+            item_id = f"rs_fake_{number:03d}"
+            event(
+                {
+                    "type": "response.output_item.added",
+                    "output_index": index,
+                    "item": {"type": "reasoning", "id": item_id, "summary": []},
+                }
+            )
+            for piece in words(reply.thinking):
+                event(
+                    {
+                        "type": "response.reasoning_summary_text.delta",
+                        "item_id": item_id,
+                        "output_index": index,
+                        "summary_index": 0,
+                        "delta": piece,
+                    }
+                )
+            done = {"type": "reasoning", "id": item_id, "summary": [{"type": "summary_text", "text": reply.thinking}]}
+            event({"type": "response.output_item.done", "output_index": index, "item": done})
+            output.append(done)
+            index += 1
+        if reply.text:
+            item_id = f"msg_fake_{number:03d}"
+            added = {"type": "message", "id": item_id, "role": "assistant", "status": "in_progress", "content": []}
+            event({"type": "response.output_item.added", "output_index": index, "item": added})
+            text = reply.text
+            for piece in words(reply.text):
+                event(
+                    {
+                        "type": "response.output_text.delta",
+                        "item_id": item_id,
+                        "output_index": index,
+                        "content_index": 0,
+                        "delta": piece,
+                    }
+                )
+            if reply.slow:
+                ticks: list[str] = []
+
+                def tick(piece: str) -> None:
+                    ticks.append(piece)
+                    event(
+                        {
+                            "type": "response.output_text.delta",
+                            "item_id": item_id,
+                            "output_index": index,
+                            "content_index": 0,
+                            "delta": piece,
+                        }
+                    )
+
+                self._slow_ticks(tick)
+                text += "".join(ticks)
+            content = [{"type": "output_text", "text": text, "annotations": []}]
+            done = {"type": "message", "id": item_id, "role": "assistant", "status": "completed", "content": content}
+            event({"type": "response.output_item.done", "output_index": index, "item": done})
+            output.append(done)
+            index += 1
+        if reply.call:
+            call_id = f"call_fake_{number:03d}"
+            name = reply.call.name
+            if name in custom:
+                done = {
+                    "type": "custom_tool_call",
+                    "id": f"ctc_fake_{number:03d}",
+                    "call_id": call_id,
+                    "name": name,
+                    "input": reply.call.arguments.get("input", ""),
+                    "status": "completed",
+                }
+            else:
+                arguments = json.dumps(reply.call.arguments)
+                done = {
+                    "type": "function_call",
+                    "id": f"fc_fake_{number:03d}",
+                    "call_id": call_id,
+                    "name": name,
+                    "arguments": arguments,
+                    "status": "completed",
+                }
+            event({"type": "response.output_item.added", "output_index": index, "item": done})
+            event({"type": "response.output_item.done", "output_index": index, "item": done})
+            output.append(done)
+        usage = {
+            "input_tokens": 10,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 5,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 15,
+        }
+        event(
+            {
+                "type": "response.completed",
+                "response": {**response, "status": "completed", "output": output, "usage": usage},
+            }
+        )
+        self._end_sse()
+
     # ---- Gemini ----
     def _gemini(self, body: dict[str, Any], *, stream: bool) -> None:
         tools: dict[str, dict[str, Any]] = {}
@@ -510,12 +766,12 @@ class Handler(BaseHTTPRequestHandler):
             parts: list[dict[str, Any]] = [{"text": reply.text}]
             self._gemini_answer(parts, stream)
             return
-        directive, calls_done = None, 0
+        directive, calls_done, prompt = None, 0, ""
         for index in range(len(contents) - 1, -1, -1):
             content = contents[index]
             if content.get("role", "user") == "user":
                 text = " ".join(p.get("text", "") for p in content.get("parts") or [] if isinstance(p, dict))
-                directive = Directive.find(text)
+                directive = Directive.find(prompt := text)
                 if directive is not None:
                     calls_done = sum(
                         1
@@ -526,7 +782,7 @@ class Handler(BaseHTTPRequestHandler):
                     )
                     break
         reply = next_reply(directive, calls_done, tools)
-        self._record("gemini", tools, calls_done, reply, _gemini_last_result(contents))
+        self._record("gemini", tools, calls_done, reply, _gemini_last_result(contents), body, prompt)
         parts = []
         if reply.thinking:
             parts.append({"text": reply.thinking, "thought": True})
@@ -622,6 +878,34 @@ def _gemini_last_result(contents: list[dict[str, Any]]) -> str:
     return json.dumps(responses) if responses else ""
 
 
+def _chat_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def _responses_text(item: dict[str, Any]) -> str:
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def _output_text(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    if isinstance(output, list):
+        return " ".join(p.get("text", "") for p in output if isinstance(p, dict) and isinstance(p.get("text"), str))
+    if isinstance(output, dict):
+        return json.dumps(output)
+    return ""
+
+
 def _anthropic_text(message: dict[str, Any]) -> str:
     content = message.get("content")
     if isinstance(content, str):
@@ -636,6 +920,9 @@ class FakeLLMServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), Handler)
         self.log = RequestLog(path=log_path)
         self._thread: threading.Thread | None = None
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # an agent hanging up mid-answer (cancel, a refused upgrade) is part of the script
 
     @property
     def port(self) -> int:

@@ -24,6 +24,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,6 +97,27 @@ def isolation(python: str = sys.executable) -> Isolation:
             return Isolation((*attempt, *_wrapper(python)), " ".join(attempt))
         problems.append(f"{' '.join(attempt)}: {(done.stderr or done.stdout).strip()[-300:]}")
     return Isolation(None, "no loopback-only network namespace: " + "; ".join(problems))
+
+
+OPT_OUT = "ACP_BRIDGE_TEST_REAL_AGENTS"
+
+
+def unavailable(reason: str) -> NoReturn:
+    """A real-agent test cannot run its real part: it fails in CI (``CI`` set), else it is skipped.
+    ``ACP_BRIDGE_TEST_REAL_AGENTS=0`` skips such tests everywhere."""
+    import pytest
+
+    if os.environ.get(OPT_OUT, "1") == "0":
+        pytest.skip(f"real agents disabled ({OPT_OUT}=0)")
+    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        pytest.fail(f"real agents cannot run here: {reason} (set {OPT_OUT}=0 to leave them out)", pytrace=False)
+    print(f"skipped: {reason}", file=sys.stderr)
+    pytest.skip(reason)
+
+
+def opted_out() -> None:
+    if os.environ.get(OPT_OUT, "1") == "0":
+        unavailable("opted out")
 
 
 def _env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,13 +52,13 @@ def test_events_are_stored_once_with_their_sequence_and_survive_a_reopen(tmp_pat
     log.native_session_id = "native-1"
     fill(log, 50)
     log.append(draft(50, raw={"jsonrpc": "2.0", "method": "session/update", "params": {"x": "é\n"}}))
+    assert store.sync(10)
     before = [(e.sequence, e.type, e.json, e.raw_json) for e in log.read_after(0, None)]
     store.save_session("s1", {"info": {"sessionId": "s1"}})
     store.close()  # no explicit sync: close commits what is queued
 
     db = sqlite3.connect(tmp_path / SqliteEventStore.FILENAME)
     assert db.execute("SELECT count(*), count(DISTINCT sequence) FROM events").fetchone() == (51, 51)
-    assert db.execute("SELECT event_count, last_sequence FROM sessions WHERE id = 's1'").fetchone() == (51, 51)
     db.close()
 
     again = reopen(tmp_path)
@@ -75,15 +76,36 @@ def test_events_are_stored_once_with_their_sequence_and_survive_a_reopen(tmp_pat
         again.close()
 
 
-def test_reads_see_events_the_writer_has_not_committed_yet(store: SqliteEventStore) -> None:
-    store.COALESCE = 5.0  # hold the writer back
+def test_reads_never_see_events_the_writer_has_not_committed_yet(store: SqliteEventStore) -> None:
+    store.COALESCE = 5.0  # hold the writer back (close() ends the wait)
     log = SessionEventLog("s1", store)
     fill(log, 100)
     assert store.flushed_sequence("s1") < 100
-    assert seqs(log.read_after(0, None)) == list(range(1, 101))
-    assert seqs(log.read_after(90, 5)) == list(range(91, 96))
+    visible = log.visible_sequence
+    assert seqs(log.read_after(0, None)) == list(range(1, visible + 1))
+    assert log.count == visible
+    store.COALESCE = 0
     assert store.sync(10)
     assert store.flushed_sequence("s1") == 100
+    assert seqs(log.read_after(0, None)) == list(range(1, 101))
+    assert seqs(log.read_after(90, 5)) == list(range(91, 96))
+    assert log.count == 100
+
+
+def test_closing_a_store_whose_writer_waits_is_quick(tmp_path: Path) -> None:
+    store = reopen(tmp_path)
+    store.COALESCE = 30.0
+    log = SessionEventLog("s1", store)
+    fill(log, 10)
+    store.save_session("s1", {"info": {"sessionId": "s1"}})
+    started = time.monotonic()
+    store.close()
+    assert time.monotonic() - started < 2
+    again = reopen(tmp_path)
+    try:
+        assert again.stats("s1").last_sequence == 10
+    finally:
+        again.close()
 
 
 def test_the_tail_stays_bounded_and_older_events_come_from_the_store(store: SqliteEventStore) -> None:
@@ -100,10 +122,33 @@ def test_the_tail_stays_bounded_and_older_events_come_from_the_store(store: Sqli
 
 def test_the_tail_never_drops_an_uncommitted_event(store: SqliteEventStore) -> None:
     store.COALESCE = 0.5
-    log = SessionEventLog("s1", store, tail_size=10)
+    log = SessionEventLog("s1", store, tail_size=10, tail_bytes=1000)
     fill(log, 1000)
     assert log.tail_length >= 1000 - store.flushed_sequence("s1")
+    store.COALESCE = 0
+    assert store.sync(10)
     assert seqs(log.read_after(0, None)) == list(range(1, 1001))
+
+
+def test_the_tail_is_bounded_by_bytes_too(store: SqliteEventStore) -> None:
+    log = SessionEventLog("s1", store, tail_size=100_000, tail_bytes=64 * 1024)
+    for chunk in range(10):
+        fill(log, 500, chunk * 500)
+        assert store.sync(10)
+    fill(log, 10, 5000)
+    assert sum(e.size for e in log._tail) <= 64 * 1024 + 10 * 2000
+    assert store.sync(10)
+    assert seqs(log.read_after(0, None)) == list(range(1, 5011))
+
+
+def test_a_finished_log_keeps_nothing_the_store_has(store: SqliteEventStore) -> None:
+    log = SessionEventLog("s1", store)
+    fill(log, 2000)
+    assert store.sync(10)
+    log.finish()
+    assert log.tail_length == 0
+    assert seqs(log.read_after(0, None)) == list(range(1, 2001))
+    assert log.count == 2000
 
 
 def test_a_second_server_on_the_same_data_dir_is_refused(store: SqliteEventStore, tmp_path: Path) -> None:
@@ -134,6 +179,8 @@ async def test_page_follows_the_legacy_offset_and_limit_rules(kind: str, tmp_pat
         if isinstance(store, SqliteEventStore):
             store.sync(10)
         fill(log, 20, 30)  # trims the tail: the first pages come from the store
+        if isinstance(store, SqliteEventStore):
+            store.sync(10)
         assert seqs((await log.page(0, None))[0]) == list(range(1, 51))
         assert (await log.page(0, None))[1] is False
         events, more = await log.page(10, 5)
@@ -142,6 +189,139 @@ async def test_page_follows_the_legacy_offset_and_limit_rules(kind: str, tmp_pat
         assert await log.page(0, 0) == ([], True)
         assert await log.page(50, 0) == ([], False)
         assert await log.page(99, None) == ([], False)
+    finally:
+        store.close()
+
+
+async def test_settled_waits_until_what_was_appended_is_committed(store: SqliteEventStore) -> None:
+    store.COALESCE = 0.2
+    log = SessionEventLog("s1", store)
+    fill(log, 10)
+    assert log.count < 10
+    assert await log.settled(5)
+    assert log.count == 10 and store.flushed_sequence("s1") == 10
+    store.COALESCE = 5.0
+    log.append(draft(10))
+    assert await log.settled(0.05) is False  # bounded: the request answers anyway
+
+
+# ---- the writer never dies --------------------------------------------------------------------
+async def wait_for(predicate: Any, timeout: float = 10) -> None:
+    """Until the writer's notices, delivered on this loop, make ``predicate`` true."""
+    for _ in range(int(timeout / 0.01)):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("timed out")
+
+
+async def test_text_sqlite_cannot_encode_is_cleaned_and_later_events_are_stored(tmp_path: Path) -> None:
+    store = reopen(tmp_path)
+    bad = SessionEventLog("bad", store)
+    good = SessionEventLog("good", store)
+    bad.append(EventDraft(ITEM_DELTA, {"item_id": "itm_1", "native_item_id": None, "delta": "a\ud800b"}))
+    bad.append(EventDraft(ITEM_DELTA, {"item_id": "itm_1", "native_item_id": None, "delta": "\ud83d\ude00"}))
+    fill(good, 100)
+    fill(bad, 10, 2)
+    store.save_session("bad", {"info": {"sessionId": "bad"}})
+    store.save_session("good", {"info": {"sessionId": "good"}})
+    assert store.sync(10)
+    await wait_for(lambda: bad.count == 12 and good.count == 100)
+    deltas = [json.loads(e.json)["data"]["delta"] for e in bad.read_after(0, 2)]
+    assert deltas == ["a\ufffdb", "\U0001f600"]
+    assert store.write_error is None
+    store.close()
+    again = reopen(tmp_path)
+    try:
+        assert (again.stats("bad").last_sequence, again.stats("good").last_sequence) == (12, 100)
+        assert [json.loads(e.json)["data"]["delta"] for e in again.read("bad", 0, 2)] == deltas
+    finally:
+        again.close()
+
+
+async def test_a_failure_escaping_the_writer_restarts_it_and_loses_nothing(store: SqliteEventStore) -> None:
+    original = store._checkpoint
+    failed: list[bool] = []
+
+    def broken(conn: sqlite3.Connection) -> int:
+        if not failed:
+            failed.append(True)
+            raise RuntimeError("checkpoint exploded")
+        return original(conn)
+
+    store._checkpoint = broken  # type: ignore[method-assign]
+    store.CHECKPOINT_MAX = 1  # checkpoint after every transaction
+    log = SessionEventLog("s1", store)
+    for chunk in range(5):
+        fill(log, 100, chunk * 100)
+        await asyncio.sleep(0.01)
+    await wait_for(lambda: log.count == 500)
+    assert failed
+    assert store._writer is not None and store._writer.is_alive()
+    assert seqs(log.read_after(0, None)) == list(range(1, 501))
+
+
+async def test_a_disk_that_refuses_writes_is_loud_and_recovers(store: SqliteEventStore) -> None:
+    original = store._insert
+    full = [True]
+
+    def refusing(*args: Any) -> None:
+        if full[0]:
+            raise sqlite3.OperationalError("database or disk is full")
+        original(*args)
+
+    store._insert = refusing  # type: ignore[method-assign]
+    running = SessionEventLog("running", store)
+    ended = SessionEventLog("ended", store)
+    ended.finish()
+    sub = running.subscribe(0)
+    fill(running, 50)
+    await wait_for(lambda: store.unavailable is not None)
+    assert "disk is full" in store.unavailable
+    got: list[StoredEvent] = []
+    async with asyncio.timeout(5):
+        while len(got) < 51:
+            got.extend(await sub.next_batch())
+    # Shown from memory, with one error event saying why.
+    errors = [json.loads(e.json)["data"] for e in got if e.type == "error"]
+    assert [e["code"] for e in errors] == ["storage_unavailable"]
+    assert "disk is full" in errors[0]["message"]
+    assert ended.count == 0 and ended.last_sequence == 0
+    fill(running, 50, 50)
+    full[0] = False
+    await wait_for(lambda: store.unavailable is None)
+    assert store.sync(10)
+    stored = store.read("running", 0, None)
+    assert seqs(stored) == list(range(1, 102))
+    assert running.count == 101
+
+
+async def test_the_backlog_is_bounded_and_refused_events_leave_no_gap(tmp_path: Path) -> None:
+    store = SqliteEventStore(tmp_path, backlog_bytes=20_000)
+    store.open()
+    try:
+        original = store._insert
+        full = [True]
+
+        def refusing(*args: Any) -> None:
+            if full[0]:
+                raise sqlite3.OperationalError("database or disk is full")
+            original(*args)
+
+        store._insert = refusing  # type: ignore[method-assign]
+        log = SessionEventLog("s1", store)
+        fill(log, 1000)
+        assert log.last_sequence < 1000
+        kept = log.last_sequence
+        await wait_for(lambda: store.unavailable is not None)
+        full[0] = False
+        # Once writing again, the log says how many events it could not keep.
+        await wait_for(lambda: log.count == log.last_sequence > kept)
+        assert store.sync(10)
+        stored = store.read("s1", 0, None)
+        assert seqs(stored) == list(range(1, log.last_sequence + 1))
+        notes = [json.loads(e.json)["data"] for e in stored if e.type == "error"]
+        assert notes[-1]["details"]["dropped"] >= 1000 - kept  # (plus the notice of the outage itself)
     finally:
         store.close()
 
@@ -177,6 +357,7 @@ async def test_a_reader_far_behind_catches_up_from_the_store_and_rejoins_live(st
     fill(log, 5000)
     store.sync(10)
     fill(log, 100, 5000)
+    store.sync(10)
     # Both are 5100 events behind and the tail holds ~150: they read the store first.
     for sub, batch in ((fast, 10_000), (slow, 512)):
         got: list[int] = []

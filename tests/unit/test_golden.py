@@ -15,7 +15,15 @@ from pathlib import Path
 import pytest
 
 from app.events.model import EventDraft
-from tests.golden.harness import expected_path, load, project_transcripts, replay, shared_transcripts, summarize
+from tests.golden.harness import (
+    expected_path,
+    load,
+    project_transcripts,
+    replay,
+    shared_transcripts,
+    style_for,
+    summarize,
+)
 
 REGEN = "run `.venv/bin/python -m tests.golden.regen` and review the diff"
 
@@ -49,7 +57,7 @@ def compare(transcript: Path, drafts: list[EventDraft]) -> None:
 
 @pytest.mark.parametrize("transcript", project_transcripts(), ids=lambda p: p.name)
 def test_project_recordings_match_the_reviewed_events(transcript: Path) -> None:
-    drafts = replay(load(transcript))
+    drafts = replay(load(transcript), style_for(transcript))
     check_invariants(drafts)
     compare(transcript, drafts)
 
@@ -61,7 +69,7 @@ SHARED = shared_transcripts()
 def test_shared_transcripts_translate_cleanly(transcript: Path | None) -> None:
     if transcript is None:
         pytest.skip("../shared is not present")
-    drafts = replay(load(transcript))
+    drafts = replay(load(transcript), style_for(transcript))
     check_invariants(drafts)
     kinds = Counter(d.data["item"]["kind"] for d in drafts if d.type == "item.completed")
     assert kinds["tool_call"] > 0 and kinds["message"] > 0

@@ -241,9 +241,9 @@ def test_real_agent_permission_requests_from_transcripts() -> None:
                 picks = [select_option(params["options"], r)[0]["optionId"] for r in ("once", "always", "reject")]
                 seen.setdefault(name, []).append((info.action, info.metadata, picks))
     claude = seen["claude-code"]
-    assert [action for action, _, _ in claude] == ["mcp__acp__Write", "mcp__acp__Edit", "mcp__acp__Bash"]
+    assert [action for action, _, _ in claude] == ["Write", "Edit", "Bash"]
     assert claude[0][1]["path"].endswith("/ws/hello.txt") and claude[0][1]["kind"] == "edit"
-    assert claude[2][1]["command"] == "echo fake-shell-ok" and claude[2][1]["toolName"] == "mcp__acp__Bash"
+    assert claude[2][1]["command"] == "echo fake-shell-ok" and claude[2][1]["toolName"] == "Bash"
     assert {tuple(p) for _, _, p in claude} == {("allow", "allow_always", "reject")}
     assert [action for action, _, _ in seen["opencode"]] == ["edit", "edit", "execute"]
     assert {tuple(p) for _, _, p in seen["opencode"]} == {("once", "always", "reject")}

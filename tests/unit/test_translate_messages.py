@@ -290,3 +290,42 @@ def test_a_whole_message_can_mix_text_and_marked_reasoning() -> None:
         {"type": "reasoning", "text": "why", "visibility": "private"},
     ]
     assert out[1].synthetic is True and out[1].data["delta"] == "answer"
+
+
+# ---- lone surrogates (an emoji cut in two by the agent) ------------------------------------------
+def test_an_emoji_split_across_two_chunks_shows_whole() -> None:
+    t = SessionTranslator()
+    out = feed(t, text_chunk("hi \ud83d", "m"), text_chunk("\ude00 there", "m"))
+    deltas = [d.data["delta"] for d in out if d.type == "item.delta"]
+    assert deltas == ["hi ", "\U0001f600 there"]
+    assert out[0].data["item"]["content"] == [{"type": "text", "text": "hi "}]
+    assert items(end_turn(t))[0]["content"] == [{"type": "text", "text": "hi \U0001f600 there"}]
+    for draft in out:
+        dumps(draft.data).encode()  # every event can be written as UTF-8
+
+
+def test_other_lone_surrogates_become_the_replacement_character() -> None:
+    t = SessionTranslator()
+    out = feed(t, text_chunk("a\udc00b", "m"), text_chunk("c\ud800", "m"), text_chunk("d", "m"))
+    out += feed(t, text_chunk("e\ud83d", "n"))
+    done = end_turn(t)
+    deltas = [d.data["delta"] for d in out if d.type == "item.delta"]
+    assert deltas == ["a\ufffdb", "c", "\ufffdd", "e"]
+    assert [i["content"][0]["text"] for i in items(out + done)] == ["a\ufffdbc\ufffdd", "e\ufffd"]
+
+
+def test_lone_surrogates_elsewhere_in_an_update_are_replaced() -> None:
+    t = SessionTranslator()
+    tool = {
+        "sessionUpdate": "tool_call",
+        "toolCallId": "c\ud800",
+        "title": "run \udfff",
+        "kind": "execute",
+        "status": "completed",
+        "rawInput": {"command": "echo \ud83d"},
+        "content": [{"type": "content", "content": {"type": "text", "text": "out \ud800"}}],
+    }
+    out = feed(t, tool, {"sessionUpdate": "session_info_update", "title": "T\ud800"})
+    for draft in out:
+        dumps(draft.data).encode()
+    assert t.state.title == "T\ufffd"

@@ -1,0 +1,246 @@
+"""What the bridge knows about each kind of ACP agent, as data: one profile per legacy id (plus
+``gemini`` and ``generic``), reusable by agents-file entries (``profile = "codex"``).
+
+A profile says how the agent is installed and started, which of its ACP ``authMethods`` the
+environment can satisfy, how the legacy ``agentMode``/``permissionMode`` map onto the agent's own
+modes, which legacy model names mean which of its models, how to name its tools and where its tool
+output text is. Adding an agent is adding an entry here; the code that applies a profile is
+``app.sessions.agent_setup`` (modes, models, auth) and ``app.translate.tools`` (names, output).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class NpmAdapter:
+    package: str
+    version: str  # the tested version; a session's `agentVersion` picks another
+    bin: str  # its program in node_modules/.bin
+    args: tuple[str, ...] = ()
+    # opencode's install script links its platform binary into place; the others need no scripts.
+    run_scripts: bool = False
+    # A platform binary to start instead of the npm wrapper (which would orphan it when stopped).
+    native: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModeTarget:
+    """What a legacy mode means for the agent: one of its own modes (chosen through
+    ``session/set_mode`` or the ``mode`` config option, whichever it offers) and/or a prompt prefix."""
+
+    mode: str | None = None
+    prompt_prefix: str | None = None
+    # The agent refuses this mode when the server runs as root (a 400 at create, as legacy).
+    refused_as_root: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AgentProfile:
+    id: str
+    # Programs that serve this agent when found on PATH, best first.
+    commands: tuple[tuple[str, ...], ...] = ()
+    npm: NpmAdapter | None = None
+    # ACP authMethod id -> environment variables, any one of which makes the method work.
+    auth_methods: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Variables that give the agent credentials when it lists no method the bridge can use
+    # (legacy `credentialsAvailable`); empty: the bridge cannot tell, so credentials count as there.
+    credential_env: tuple[str, ...] = ()
+    # Files that hold a login (``~`` and ``$VAR`` expanded): credentials without any variable.
+    credential_files: tuple[str, ...] = ()
+    # Without credentials the agent cannot work at all: the create fails naming the variables
+    # (agents that ask for `authenticate` fail so anyway when they refuse `session/new`).
+    requires_credentials: bool = False
+    # Legacy /modes (None: learned from the agent) and the agentMode values accepted (None: any).
+    legacy_modes: tuple[dict[str, str], ...] | None = None
+    agent_modes: dict[str, ModeTarget] | None = None
+    # Does the agent's own mode list name agent modes (opencode build/plan) rather than permission
+    # modes (claude's default/acceptEdits/..., codex's read-only/auto/full-access)?
+    modes_are_agent_modes: bool = True
+    permission_modes: dict[str, ModeTarget] = field(
+        default_factory=lambda: {m: ModeTarget() for m in ("default", "plan", "bypass", "acceptEdits")}
+    )
+    # Legacy model name -> the agent's model ids it may mean, best first.
+    model_aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # An unknown model is a 400 (else it is passed on only in session/new's _meta).
+    strict_models: bool = True
+    # /models before any session: start the agent once to ask it (else the fallback answers).
+    probe_models: bool = False
+    # /models before any session told the real list.
+    fallback_models: dict[str, Any] | None = None
+    # Tool names: ACP kind -> stable name, used when the agent gives no vendor name. With
+    # `title_names` the first title is the name (agents whose titles are tool names).
+    tool_names: dict[str, str] = field(default_factory=dict)
+    title_names: bool = True
+    # The agent announces each tool call before asking permission for it, but the two may cross on
+    # the wire: a permission for an unknown call is held (bounded) until the call is announced.
+    announces_tool_calls: bool = False
+    # Permission `action` by ACP kind when the request names no tool (legacy codex actions).
+    permission_actions: dict[str, str] = field(default_factory=dict)
+    # Keys of `rawOutput` that hold a tool's output text, best first.
+    output_fields: tuple[str, ...] = ("output",)
+    # Dotted paths in `rawOutput` to a unified diff the agent made itself (used for file_ref diffs).
+    patch_fields: tuple[str, ...] = ()
+
+
+_STANDARD_TOOL_NAMES = {
+    "read": "read",
+    "edit": "edit",
+    "delete": "delete",
+    "move": "move",
+    "search": "search",
+    "execute": "shell",
+    "think": "think",
+    "fetch": "fetch",
+    "switch_mode": "switch_mode",
+    "other": "tool",
+}
+
+CLAUDE_ENV = ("ANTHROPIC_API_KEY", "CLAUDE_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN")
+CLAUDE_CLOUD_ENV = ("CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX")
+OPENAI_ENV = ("OPENAI_API_KEY", "CODEX_API_KEY")
+PLAN_PREFIX = "Make a plan before acting.\n\n"
+
+PROFILES: dict[str, AgentProfile] = {
+    p.id: p
+    for p in (
+        AgentProfile(
+            id="claude",
+            probe_models=True,
+            commands=(("claude-agent-acp",), ("claude-code-acp",)),
+            npm=NpmAdapter("@zed-industries/claude-agent-acp", "0.23.1", "claude-agent-acp"),
+            credential_env=CLAUDE_ENV + CLAUDE_CLOUD_ENV,
+            credential_files=("$CLAUDE_CONFIG_DIR/.credentials.json", "~/.claude/.credentials.json"),
+            requires_credentials=True,
+            legacy_modes=(
+                {"id": "build", "name": "Build", "description": "Default build mode"},
+                {"id": "plan", "name": "Plan", "description": "Plan mode (prompt-only)"},
+            ),
+            agent_modes={"build": ModeTarget(), "plan": ModeTarget(mode="plan")},
+            modes_are_agent_modes=False,
+            permission_modes={
+                "default": ModeTarget(mode="default"),
+                "acceptEdits": ModeTarget(mode="acceptEdits"),
+                "plan": ModeTarget(mode="plan"),
+                # Claude refuses to skip permissions as root (legacy: a 400 then).
+                "bypass": ModeTarget(mode="bypassPermissions", refused_as_root=True),
+            },
+            model_aliases={
+                "default": ("default",),
+                "sonnet": ("sonnet", "sonnet[1m]"),
+                "opus": ("opus", "opus[1m]"),
+                "haiku": ("haiku",),
+            },
+            fallback_models={
+                "models": [
+                    {"id": "default", "name": "Default (recommended)"},
+                    {"id": "sonnet", "name": "Sonnet"},
+                    {"id": "opus", "name": "Opus"},
+                    {"id": "haiku", "name": "Haiku"},
+                ],
+                "defaultModel": "default",
+            },
+            tool_names={**_STANDARD_TOOL_NAMES, "execute": "Bash", "read": "Read", "edit": "Edit"},
+            title_names=False,  # titles are "Terminal", "Read File"; the name is in _meta.claudeCode
+            announces_tool_calls=True,
+        ),
+        AgentProfile(
+            id="codex",
+            probe_models=True,
+            commands=(("codex-acp",),),
+            npm=NpmAdapter(
+                "@zed-industries/codex-acp",
+                "0.16.0",
+                "codex-acp",
+                native="@zed-industries/codex-acp-{platform}/bin/codex-acp",
+            ),
+            auth_methods={"openai-api-key": ("OPENAI_API_KEY",), "codex-api-key": ("CODEX_API_KEY",)},
+            credential_env=OPENAI_ENV,
+            credential_files=("$CODEX_HOME/auth.json", "~/.codex/auth.json"),
+            legacy_modes=(
+                {"id": "build", "name": "Build", "description": "Default build mode"},
+                {"id": "plan", "name": "Plan", "description": "Planning mode via prompt prefix"},
+            ),
+            agent_modes={"build": ModeTarget(), "plan": ModeTarget(prompt_prefix=PLAN_PREFIX)},
+            modes_are_agent_modes=False,
+            # Legacy: bypass = approval never + full access; plan = untrusted + read-only.
+            permission_modes={
+                "default": ModeTarget(),
+                "acceptEdits": ModeTarget(),
+                "plan": ModeTarget(mode="read-only", prompt_prefix=PLAN_PREFIX),
+                "bypass": ModeTarget(mode="full-access"),
+            },
+            fallback_models={"models": []},
+            tool_names={**_STANDARD_TOOL_NAMES, "execute": "shell", "edit": "edit", "read": "read"},
+            title_names=False,  # titles are per call: "Edit /abs/path", the command line
+            output_fields=("formatted_output", "aggregated_output", "stdout", "output"),
+            permission_actions={"edit": "fileChange", "delete": "fileChange", "move": "fileChange"}
+            | {kind: "commandExecution" for kind in ("execute", "read", "search", "fetch", "other")},
+        ),
+        AgentProfile(
+            id="opencode",
+            probe_models=True,
+            commands=(("opencode", "acp"),),
+            npm=NpmAdapter("opencode-ai", "1.18.33", "opencode", args=("acp",), run_scripts=True),
+            credential_env=CLAUDE_ENV + OPENAI_ENV,
+            credential_files=("$XDG_DATA_HOME/opencode/auth.json", "~/.local/share/opencode/auth.json"),
+            legacy_modes=(
+                {"id": "build", "name": "Build", "description": "Default build mode"},
+                {"id": "plan", "name": "Plan", "description": "Planning mode"},
+                {"id": "custom", "name": "Custom", "description": "Any user-defined OpenCode agent name"},
+            ),
+            agent_modes=None,  # any OpenCode agent name
+            permission_modes={"default": ModeTarget()},
+            fallback_models={"models": []},
+            tool_names=dict(_STANDARD_TOOL_NAMES, execute="bash", edit="edit"),
+            patch_fields=("metadata.diff",),
+        ),
+        AgentProfile(
+            id="amp",
+            commands=(("amp-acp",),),
+            credential_env=CLAUDE_ENV,
+            legacy_modes=({"id": "build", "name": "Build", "description": "Default build mode"},),
+            agent_modes={"build": ModeTarget()},
+            permission_modes={"default": ModeTarget(), "bypass": ModeTarget()},
+            fallback_models={"models": [{"id": "amp-default", "name": "Amp Default"}], "defaultModel": "amp-default"},
+        ),
+        AgentProfile(
+            id="mock",
+            legacy_modes=(
+                {"id": "build", "name": "Build", "description": "Mock agent for UI testing"},
+                {"id": "plan", "name": "Plan", "description": "Plan-only mock mode"},
+            ),
+            agent_modes={"build": ModeTarget(mode="build"), "plan": ModeTarget(mode="plan")},
+            permission_modes={m: ModeTarget() for m in ("default", "plan", "bypass")},
+            strict_models=False,  # the legacy mock took any model name
+            fallback_models={"models": [{"id": "mock", "name": "Mock"}], "defaultModel": "mock"},
+        ),
+        AgentProfile(
+            id="gemini",
+            probe_models=True,
+            commands=(("gemini", "--acp"),),
+            npm=NpmAdapter("@google/gemini-cli", "0.61.0", "gemini", args=("--acp",)),
+            credential_env=("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"),
+            permission_modes={
+                "default": ModeTarget(mode="default"),
+                "acceptEdits": ModeTarget(mode="autoEdit"),
+                "plan": ModeTarget(mode="plan"),
+                "bypass": ModeTarget(mode="yolo"),
+            },
+            modes_are_agent_modes=False,
+        ),
+        # Any other ACP agent: its own modes are agent modes, its titles name its tools.
+        AgentProfile(id="generic"),
+    )
+}
+
+GENERIC = PROFILES["generic"]
+
+
+def profile_for(name: str | None) -> AgentProfile:
+    return PROFILES.get(name or "generic", GENERIC)
+
+
+LEGACY_IDS = ("claude", "codex", "opencode", "amp", "mock")

@@ -1,0 +1,219 @@
+"""The legacy agent ids ``codex``, ``claude`` and ``opencode`` run as users run them: installed through
+``POST /v1/agents/{agent}/install``, configured with the agent's own settings and key, against the fake
+LLM inside a loopback-only network namespace (``tests/realagents/legacy.py``).
+
+The install runs outside the namespace (npm needs the registry), into an install dir kept in the test
+cache; the driver's own install call then finds it installed. One driver run per agent is shared by
+the tests of this module. They fail when the namespace, npm or the registry is not available (skip
+outside CI, with the reason), and skip everywhere with ``ACP_BRIDGE_TEST_REAL_AGENTS=0``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from typing import Any
+
+import pytest
+
+from tests.realagents import fake_llm
+from tests.realagents.legacy import install_outside
+from tests.realagents.netns import isolation, opted_out, run_isolated, unavailable
+
+DRIVER_TIMEOUT = 600.0
+PLAN_PREFIX = "Make a plan before acting."
+
+
+@pytest.fixture(scope="module", params=["codex", "claude", "opencode"])
+def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    agent: str = request.param
+    opted_out()
+    iso = isolation()
+    if not iso.available:
+        unavailable(iso.reason)
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        unavailable("npm/node are not installed: the legacy agents are npm packages")
+    installed = install_outside(agent)
+    if installed["status"] != 204:
+        unavailable(f"{agent} could not be installed: {installed['body'][-1500:]}")
+    out = tmp_path_factory.mktemp(f"legacy-{agent}") / "report.json"
+    argv = [sys.executable, "-m", "tests.realagents.legacy", "--agent", agent, "--out", str(out)]
+    done = run_isolated(argv, timeout=DRIVER_TIMEOUT)
+    assert done.returncode == 0 and out.exists(), f"driver failed ({done.returncode}):\n{done.stderr[-4000:]}"
+    report: dict[str, Any] = json.loads(out.read_text())
+    assert "failure" not in report, f"{report['failure']}\nbridge log:\n{report.get('bridge_log_tail')}"
+    assert report["install"]["status"] == 204, report["install"]  # installed: the call is a no-op
+    print(f"{agent}: install {installed['seconds']} s, timings {report['timings']}")
+    return report
+
+
+def case(report: dict[str, Any], name: str) -> dict[str, Any]:
+    result: dict[str, Any] = report["cases"][name]
+    return result
+
+
+def of_type(result: dict[str, Any], event_type: str) -> list[dict[str, Any]]:
+    return [e for e in result.get("events", []) if e["type"] == event_type]
+
+
+def items(result: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [e["data"]["item"] for e in of_type(result, "item.completed") if e["data"]["item"]["kind"] == kind]
+
+
+def parts(found: list[dict[str, Any]], part_type: str) -> list[dict[str, Any]]:
+    return [p for item in found for p in item["content"] if p.get("type") == part_type]
+
+
+def tool_names(result: dict[str, Any]) -> list[str]:
+    return [p["name"] for p in parts(items(result, "tool_call"), "tool_call")]
+
+
+def file_refs(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for p in parts(items(result, "tool_result"), "file_ref") if p["action"] in ("write", "patch")]
+
+
+def models_asked(result: dict[str, Any]) -> set[str]:
+    return {r["model"] for r in result["llm_requests"] if r["tools"]}
+
+
+def work_dir(result: dict[str, Any]) -> str:
+    return str(result["info"]["directory"])
+
+
+def assert_scripted_turn(result: dict[str, Any]) -> None:
+    assert result["create"]["status"] == 200, result["create"]
+    assert result["files"].get(fake_llm.FILE_NAME) == fake_llm.EDITED_TEXT, result["files"]
+    ended = of_type(result, "turn.ended")
+    assert ended and ended[-1]["data"]["metadata"]["stopReason"] == "end_turn", ended
+    said = "".join(p["text"] for p in parts(items(result, "message"), "text"))
+    assert fake_llm.FINAL_MARK in said
+    assert result["terminate_status"] == 204 and of_type(result, "session.ended")
+
+
+def assert_whole_diffs(result: dict[str, Any], agent: str) -> None:
+    """The write shows the whole new file, the edit the changed second line with its true number
+    (claude shows the edit as the snippet it changed, so only its lines are checked)."""
+    refs = {ref["action"]: ref for ref in file_refs(result)}
+    path = f"{work_dir(result)}/{fake_llm.FILE_NAME}".lstrip("/")
+    write, edit = refs["write"], refs["patch"]
+    assert write["diff"] == f"--- a/{path}\n+++ b/{path}\n@@ -0,0 +1,2 @@\n+hello from fake llm\n+line two\n"
+    if agent == "claude":
+        assert "-line two" in edit["diff"] and "+line two (edited)" in edit["diff"], edit["diff"]
+    else:
+        assert "@@ -1,2 +1,2 @@\n hello from fake llm\n-line two\n+line two (edited)\n" in edit["diff"], edit["diff"]
+
+
+def test_agent_without_its_key_is_refused_by_name(run: dict[str, Any]) -> None:
+    info = run["keyless_agent_info"]
+    assert info["credentialsAvailable"] is False
+    assert run["agent_info"]["credentialsAvailable"] is True
+    if run["agent"] == "opencode":
+        return  # its key lives in its own config (the bridge cannot tell it is missing)
+    created = run["keyless_create"]
+    assert created["status"] == 400, created
+    assert created["body"]["detail"].startswith(f"invalid request: agent {run['agent']} has no credentials")
+    key = {"codex": "OPENAI_API_KEY", "claude": "ANTHROPIC_API_KEY"}[run["agent"]]
+    assert key in created["body"]["details"]["variables"]
+
+
+def test_models_come_from_the_agent_and_reach_the_model(run: dict[str, Any]) -> None:
+    models = run["models_after"]
+    ids = [m["id"] for m in models["models"]]
+    assert ids and models["defaultModel"] in ids, models
+    agent = run["agent"]
+    if agent == "codex":
+        assert models_asked(case(run, "once")) == {"gpt-5.4-mini"}
+        assert case(run, "once")["info"]["model"] == "gpt-5.4-mini"
+        assert "no-such-model" in case(run, "unknown_model")["create"]["body"]["detail"]
+        assert "gpt-5.4-mini" in case(run, "unknown_model")["create"]["body"]["details"]["validModels"]
+    elif agent == "claude":
+        assert "opus[1m]" in ids  # the agent's own ids; "opus" (legacy) and vendor ids map onto them
+        once = case(run, "once")
+        assert once["info"]["model"] == "opus[1m]"
+        assert all("opus" in model for model in models_asked(once)), models_asked(once)
+        always = case(run, "always")  # asked for claude-sonnet-4-5: the agent's sonnet option
+        assert always["info"]["model"].startswith("sonnet")
+        assert all("sonnet" in model for model in models_asked(always))
+        assert case(run, "unknown_model")["create"]["status"] == 400
+    else:
+        assert "fake/fake-large" in ids
+        assert models_asked(case(run, "once")) == {"fake-large"}
+        assert case(run, "once")["info"]["model"] == "fake/fake-large"
+
+
+def test_tools_have_stable_names_and_real_output(run: dict[str, Any]) -> None:
+    agent = run["agent"]
+    first = case(run, "bypass" if agent == "codex" else "once")
+    assert_scripted_turn(first)
+    names = tool_names(first)
+    expected = {
+        "codex": ["edit", "edit", "read", "shell"],
+        "claude": ["Write", "Edit", "Read", "Bash", "Bash"],
+        "opencode": ["write", "edit", "read", "bash"],
+    }[agent]
+    assert names == expected, names
+    outputs = [p["output"] for p in parts(items(first, "tool_result"), "tool_result")]
+    shell_index = names.index({"codex": "shell", "claude": "Bash", "opencode": "bash"}[agent])
+    assert outputs[shell_index].strip() == fake_llm.SHELL_OUTPUT, outputs  # the command's text, not JSON
+    assert_whole_diffs(first, agent)
+
+
+def test_permissions_once_always_reject(run: dict[str, Any]) -> None:
+    once, always, reject = case(run, "once"), case(run, "always"), case(run, "reject")
+    assert_scripted_turn(once)
+    requested = of_type(once, "permission.requested")
+    assert len(requested) >= 2 and all(a["status"] == 204 for a in once["permissions_answered"])
+    actions = [e["data"]["action"] for e in requested]
+    assert (
+        actions[:2]
+        == {
+            "codex": ["fileChange", "fileChange"],
+            "claude": ["Write", "Edit"],
+            "opencode": ["edit", "edit"],
+        }[run["agent"]]
+    ), actions
+    assert {e["data"]["status"] for e in of_type(once, "permission.resolved")} == {"accept"}
+    # always: the agent (or the bridge, for a later request with the same keys) approves the edit too.
+    assert always["files"].get(fake_llm.FILE_NAME) == fake_llm.EDITED_TEXT
+    assert "accept_for_session" in {e["data"]["status"] for e in of_type(always, "permission.resolved")}
+    # reject: nothing written, the tool failed.
+    assert fake_llm.FILE_NAME not in reject["files"], reject["files"]
+    assert {e["data"]["status"] for e in of_type(reject, "permission.resolved")} == {"reject"}
+    results = items(reject, "tool_result")
+    assert results and results[0]["status"] == "failed"
+
+
+def test_modes_behave_as_named(run: dict[str, Any]) -> None:
+    agent = run["agent"]
+    if agent == "codex":
+        bypass = case(run, "bypass")  # codex's default config starts read-only: bypass must change that
+        assert ["authenticate", "openai-api-key", None] in bypass["settings_sent"]  # only OPENAI_API_KEY set
+        assert ["set_config_option", "mode", "full-access"] in bypass["settings_sent"], bypass["settings_sent"]
+        assert ["set_config_option", "reasoning_effort", "high"] in bypass["settings_sent"]
+        assert bypass["permissions_answered"] == [] and not of_type(bypass, "permission.requested")
+        assert {r["effort"] for r in bypass["llm_requests"]} == {"high"}  # variant -> reasoning effort
+        assert bypass["info"]["agentMode"] == "build" and bypass["info"]["variant"] == "high"
+        plan = case(run, "plan")
+        assert not any(s[2] == "full-access" for s in plan["settings_sent"])  # read-only, codex's start mode
+        assert all(r["prompt"].startswith(PLAN_PREFIX) for r in plan["llm_requests"] if r["tools"])
+        assert of_type(plan, "permission.requested"), "read-only asks before writing"
+        assert fake_llm.FILE_NAME not in plan["files"]
+        assert "ultra" in case(run, "unknown_variant")["create"]["body"]["detail"]
+    elif agent == "claude":
+        accept = case(run, "accept_edits")
+        assert accept["files"].get(fake_llm.FILE_NAME) == fake_llm.EDITED_TEXT
+        assert not of_type(accept, "permission.requested")  # claude's own acceptEdits mode
+        assert accept["info"]["agentMode"] == "build" and accept["info"]["permissionMode"] == "acceptEdits"
+        assert ["set_config_option", "mode", "acceptEdits"] in accept["settings_sent"], accept["settings_sent"]
+        # plan is claude's own plan mode (what the model does in it is up to the model).
+        assert ["set_config_option", "mode", "plan"] in case(run, "plan")["settings_sent"]
+    else:
+        plan = case(run, "plan")
+        assert ["set_config_option", "mode", "plan"] in plan["settings_sent"]
+        assert plan["info"]["agentMode"] == "plan"
+        assert fake_llm.FILE_NAME not in plan["files"], "opencode's plan agent does not edit"
+        unknown = case(run, "unknown_mode")["create"]
+        assert unknown["status"] == 400 and unknown["body"]["type"].endswith("mode_not_supported")
+        modes = [m["id"] for m in run["modes_after"]["modes"]]
+        assert {"build", "plan", "custom"} <= set(modes), modes
