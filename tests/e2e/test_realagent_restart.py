@@ -2,6 +2,9 @@
 against the fake LLM, in a loopback-only network namespace) is told a message, the bridge is killed
 with SIGKILL and started again on the same data dir, the session gets a second message, the bridge is
 stopped with SIGTERM and started again, and the session gets a third (``tests/realagents/restart.py``).
+codex-acp advertises ``session/resume`` and ``loadSession``: the bridge continues it with
+``session/resume``; run again with resume hidden from the bridge (``hide_capability.py``), with
+``session/load``, whose replayed history must not be logged again.
 
 The proof that the conversation continued is in the model requests: after each restart the agent's
 request to the fake LLM still carries the earlier user messages. Fails like the other real-agent tests
@@ -27,8 +30,9 @@ DRIVER_TIMEOUT = 300.0
 META = "sandbox-agent/resume"
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+@pytest.fixture(scope="module", params=["session/resume", "session/load"], ids=["resume", "load"])
+def report(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    method: str = request.param
     opted_out()
     iso = isolation()
     if not iso.available:
@@ -40,12 +44,15 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         unavailable(f"codex could not be installed: {installed['body'][-1500:]}")
     out = tmp_path_factory.mktemp("restart-codex") / "report.json"
     argv = [sys.executable, "-m", "tests.realagents.restart", "--agent", "codex", "--out", str(out)]
+    if method == "session/load":
+        argv += ["--hide", "sessionCapabilities.resume"]
     done = run_isolated(argv, timeout=DRIVER_TIMEOUT)
     assert done.returncode == 0 and out.exists(), f"driver failed ({done.returncode}):\n{done.stderr[-4000:]}"
     result: dict[str, Any] = json.loads(out.read_text())
     assert "failure" not in result, f"{result['failure']}\nbridge log:\n{result.get('bridge_log_tail')}"
     assert result["create"]["status"] == 200, result["create"]
-    print(f"codex through restarts: timings {result['timings']}")
+    print(f"codex through restarts ({method}): timings {result['timings']}")
+    result["method"] = method
     return result
 
 
@@ -80,8 +87,9 @@ def test_each_restart_continues_the_agents_session(report: dict[str, Any]) -> No
         assert stage["info_before"]["_meta"][META] == {"state": "suspended", "cause": cause}
         assert stage["send"]["status"] == 204, stage["send"]
         (meta,) = _restart_meta(stage["events"])
-        # codex-acp advertises both; the bridge tries session/resume first.
-        assert meta["method"] == "session/resume" and meta["memory"] == "kept", meta
+        assert meta["method"] == report["method"] and meta["memory"] == "kept", meta
+        if meta["method"] == "session/load":
+            assert meta["replayed"] > 0, meta  # codex replayed its history, which is not logged again
         assert meta["nativeSessionId"] == meta["previousNativeSessionId"] == native
         assert meta["failed"] == []
         after = stage["info_after"]["_meta"][META]

@@ -8,11 +8,15 @@ whose agent configuration it reuses. With the fake LLM running and one data dir 
    old run's agent processes) and the session gets a second message;
 3. that bridge is stopped with SIGTERM; a third one starts, and the session gets a third message.
 
+With ``--hide CAPABILITY`` (``sessionCapabilities.resume``) the agent runs under an agents-file id
+(``<agent>-hidden``, the agent's profile) through ``hide_capability.py``, which hides that capability
+from the bridge: with resume hidden, codex is continued with ``session/load`` and replays its history.
+
 The report has, per stage, SessionInfo after the restart and the events of the turn, the agent
 processes of the old bridge and which of them were still alive once the next one answered, the
 whole log at the end and every model request (with the user messages it carried).
 
-    python -m tests.realagents.restart --agent codex --out report.json
+    python -m tests.realagents.restart --agent codex [--hide sessionCapabilities.resume] --out report.json
 """
 
 from __future__ import annotations
@@ -30,10 +34,13 @@ from typing import Any
 
 import httpx
 
+from app.agents.install import installed_command
 from tests.realagents.agents import scrubbed_environ
 from tests.realagents.fake_llm import FakeLLMServer
 from tests.realagents.legacy import AGENTS, install_dir
 from tests.support import Bridge, iter_sse, pid_alive, start_bridge, wait_until
+
+HIDE = Path(__file__).resolve().parent / "hide_capability.py"
 
 SESSION = "restart"
 TURN_TIMEOUT = 90.0
@@ -69,13 +76,15 @@ def descendants(pid: int) -> list[int]:
 
 
 class Driver:
-    def __init__(self, agent: str, root: Path) -> None:
+    def __init__(self, agent: str, root: Path, hide: str | None = None) -> None:
         self.agent = AGENTS[agent]
+        self.agent_id = f"{agent}-hidden" if hide else agent
+        self.hide = hide
         self.root = root
         self.home = root / "home"
         self.work = root / "work"
         self.data = root / "data"
-        self.report: dict[str, Any] = {"agent": agent, "stages": [], "timings": {}}
+        self.report: dict[str, Any] = {"agent": self.agent_id, "stages": [], "timings": {}}
 
     def execute(self) -> dict[str, Any]:
         for d in (self.home, self.work, self.data):
@@ -90,7 +99,7 @@ class Driver:
             env = self.agent.env(self.home, llm.base_url)
             bridge = self._bridge(env)
             with httpx.Client(base_url=bridge.url, timeout=60.0) as client:
-                body = {"agent": self.agent.id, "directory": str(self.work)}
+                body = {"agent": self.agent_id, "directory": str(self.work)}
                 created = client.post(f"/v1/sessions/{SESSION}", json=body)
                 self.report["create"] = {"status": created.status_code, "body": created.json()}
                 if created.status_code != 200:
@@ -130,7 +139,21 @@ class Driver:
         return self.report
 
     def _bridge(self, env: dict[str, str]) -> Bridge:
-        return start_bridge(self.root, env=env, data_dir=self.data, cwd=self.work)
+        args = ["--agents-file", str(self._agents_file())] if self.hide else []
+        return start_bridge(self.root, *args, env=env, data_dir=self.data, cwd=self.work)
+
+    def _agents_file(self) -> Path:
+        """The agent behind the capability-hiding proxy, as an agents-file agent with its profile."""
+        path = self.root / "agents.toml"
+        if not path.exists():
+            command = installed_command(install_dir(), self.agent.id)
+            if command is None:
+                raise RuntimeError(f"{self.agent.id} is not installed in {install_dir()}")
+            argv = [sys.executable, str(HIDE), str(self.hide), "--", *command]
+            lines = [f"[agents.{json.dumps(self.agent_id)}]", f"command = {json.dumps(argv)}"]
+            lines.append(f"profile = {json.dumps(self.agent.id)}")
+            path.write_text("\n".join(lines) + "\n")
+        return path
 
     def _stage(self, client: httpx.Client, name: str, message: str, stopped: dict[str, Any] | None = None) -> None:
         stage: dict[str, Any] = {"name": name, **({"stopped": stopped} if stopped else {})}
@@ -167,6 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agent", required=True, choices=sorted(AGENTS))
     parser.add_argument("--out", type=Path, help="write the report here instead of stdout")
+    parser.add_argument("--hide", help="hide this agent capability from the bridge (dotted key)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir")
     args = parser.parse_args(argv)
     kept = scrubbed_environ()  # no real keys or endpoints reach the bridge or the agent
@@ -174,7 +198,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.update(kept)
     root = Path(tempfile.mkdtemp(prefix=f"acp-restart-{args.agent}-")).resolve()
     try:
-        report = Driver(args.agent, root).execute()
+        report = Driver(args.agent, root, args.hide).execute()
         report["root"] = str(root)
     finally:
         if not args.keep:
