@@ -13,6 +13,7 @@ import re
 import shutil
 from pathlib import Path
 
+from app.acp.orphans import ProcessRegistry
 from app.settings import Settings
 
 _PRIVATE = re.compile(r"acp-rest-bridge-(\d+)-[0-9a-f]+")
@@ -59,6 +60,7 @@ def remove_stale(parent: Path) -> None:
             continue
         try:
             if entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == uid:
+                ProcessRegistry(Path(entry.path) / "processes").sweep()  # agents its server left running
                 shutil.rmtree(entry.path, ignore_errors=True)
         except OSError:
             continue

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from starlette.responses import PlainTextResponse
 
 from app import datadir, startup
+from app.acp.orphans import ProcessRegistry
 from app.agents.node import OnDemandNode
 from app.agents.registry import AgentRegistry, AgentsFileError
 from app.api import agents, events, fs, health, openapi, permissions, problems, questions, sessions, ui
@@ -59,7 +60,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     store = open_store(settings)
     services = ClientServices()  # what the bridge answers when an agent asks (permissions, files, terminals...)
-    manager = SessionManager(settings, registry, store, services)
+    # Agent and terminal process groups, so the next server on the data dir can end a crashed run's.
+    processes = ProcessRegistry(settings.resolved_data_dir() / "processes")
+    manager = SessionManager(settings, registry, store, services, processes)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -69,7 +72,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         store.open()
         pruning = None
         try:
+            # The data dir is this server's now: end what an earlier run left alive.
+            await asyncio.to_thread(processes.sweep)
+            processes.open()
             manager.restore()
+            await manager.settle_restored()
             if settings.retention_days > 0:
                 pruning = asyncio.create_task(retention.run(manager, settings.retention_days), name="retention")
             # What is loaded by now (the ACP SDK's schema models: ~80,000 objects) lives as long as
@@ -84,6 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if registry.installer is not None:
                 await registry.installer.shutdown()
             await manager.shutdown()
+            processes.close()
             store.close()  # commits every event still queued
             datadir.remove(settings)
 

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .orphans import ProcessRegistry
+
 # asyncio's per-read limit; the SDK reassembles longer lines, a large limit means fewer loops.
 STDOUT_LIMIT = 8 * 1024 * 1024
 # Longest stdout line kept (bytes); a longer one is reported cut, never buffered whole.
@@ -73,13 +75,20 @@ class ExitInfo:
 
 class AgentProcess:
     def __init__(
-        self, proc: asyncio.subprocess.Process, stderr: StderrBuffer, stdout_line_limit: int = STDOUT_LINE_LIMIT
+        self,
+        proc: asyncio.subprocess.Process,
+        stderr: StderrBuffer,
+        stdout_line_limit: int = STDOUT_LINE_LIMIT,
+        processes: ProcessRegistry | None = None,
     ) -> None:
         self.proc = proc
         self.pid = proc.pid
         self.stderr = stderr
         self.stdout_line_limit = stdout_line_limit
         self._exit_logged = False
+        self._processes = processes
+        if processes is not None:
+            processes.started(proc.pid)
         self._stderr_task = asyncio.create_task(self._drain_stderr(), name=f"agent-stderr-{proc.pid}")
 
     @classmethod
@@ -91,8 +100,10 @@ class AgentProcess:
         cwd: str,
         stderr_line_limit: int = 4096,
         stdout_line_limit: int = STDOUT_LINE_LIMIT,
+        processes: ProcessRegistry | None = None,
     ) -> AgentProcess:
-        full_env = {**os.environ, **env}
+        """Start ``argv``; with ``processes``, its group is recorded so a later run can end it."""
+        full_env = {**os.environ, **env, **(processes.env if processes is not None else {})}
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE,
@@ -104,7 +115,7 @@ class AgentProcess:
             limit=STDOUT_LIMIT,
         )
         log.info("agent started: pid %d, %s (cwd %s)", proc.pid, " ".join(argv), cwd)
-        return cls(proc, StderrBuffer(stderr_line_limit), stdout_line_limit)
+        return cls(proc, StderrBuffer(stderr_line_limit), stdout_line_limit, processes)
 
     @property
     def stdin(self) -> asyncio.StreamWriter:
@@ -175,6 +186,8 @@ class AgentProcess:
         # Children of the agent may outlive it in the group: kill whatever is left.
         self._signal_group(signal.SIGKILL)
         await self.wait()
+        if self._processes is not None:
+            self._processes.stopped(self.pid)
 
     def kill_now(self) -> None:
         """Synchronous last resort (interpreter shutdown)."""

@@ -56,8 +56,10 @@ async def accept_message(request: Request, session_id: str) -> str:
     """Shared by messages and messages/stream: parse, check, hand the message to the session.
     Returns the id of the message's turn."""
     body = await json_body(request, MessageRequest)
-    session = deps.manager(request).get(session_id)
-    deps.manager(request).check_storage()
+    manager = deps.manager(request)
+    session = manager.get(session_id)
+    manager.check_storage()
+    await manager.ready(session)  # a session suspended by a restart starts its agent again
     attachments = [session.attachment(a.path, a.mime, a.filename) for a in body.attachments or []]
     session.check_accepting()
     image_data = await read_images(session, attachments)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from app.acp.connection import AgentConnection, AgentObserver
+from app.acp.orphans import ProcessRegistry
 from app.acp.process import AgentProcess, ExitInfo
 from app.acp.sdk import RequestError
 from app.acp.shapes import NewSessionResult
@@ -34,10 +35,13 @@ class NewSession:
 
 
 class AgentLink:
-    def __init__(self, session_id: str, spec: AgentSpec, settings: Settings) -> None:
+    def __init__(
+        self, session_id: str, spec: AgentSpec, settings: Settings, processes: ProcessRegistry | None = None
+    ) -> None:
         self.session_id = session_id
         self.spec = spec
         self.settings = settings
+        self.processes = processes
         self.process: AgentProcess | None = None
         self.connection: AgentConnection | None = None
         # How the agent was configured (agent_setup): model, mode, the prompt prefix of its mode.
@@ -54,12 +58,28 @@ class AgentLink:
         state: SessionState,
     ) -> NewSession:
         """Spawn the agent and shake hands; on failure the process is stopped and the legacy error raised."""
+        await self.spawn(observer, cwd)
+        try:
+            return await asyncio.wait_for(
+                self._handshake(capabilities, config, cwd, state), self.settings.agent_start_timeout
+            )
+        except BaseException as exc:
+            error = await self.start_failure(exc)
+            await self.stop()
+            if error is None:
+                raise
+            raise error from exc
+
+    async def spawn(self, observer: AgentObserver, cwd: str) -> None:
+        """Start the agent process and its connection (no ACP request yet)."""
         argv = self.spec.command
         if not argv:
             raise AgentNotInstalled(self.spec.id)
         env = dict(self.spec.env)
         if self.spec.is_mock:
             env.setdefault("ACP_BRIDGE_MOCK_PACING_MS", str(self.settings.mock_pacing_ms))
+            # Where the mock keeps its sessions, for session/load after a restart.
+            env.setdefault("ACP_BRIDGE_MOCK_STATE_DIR", str(self.settings.resolved_data_dir() / "mock"))
         try:
             self.process = await AgentProcess.spawn(
                 argv,
@@ -67,22 +87,13 @@ class AgentLink:
                 cwd=cwd,
                 stderr_line_limit=self.settings.stderr_line_limit,
                 stdout_line_limit=self.settings.agent_line_limit,
+                processes=self.processes,
             )
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
             raise AgentNotInstalled(self.spec.id, {"message": str(exc)}) from exc
         self.connection = AgentConnection(self.process, observer)
         if self.settings.transcript_dir is not None:
             self.connection.record_transcript(self.settings.transcript_dir, self.session_id)
-        try:
-            return await asyncio.wait_for(
-                self._handshake(capabilities, config, cwd, state), self.settings.agent_start_timeout
-            )
-        except BaseException as exc:
-            error = await self._start_failure(exc)
-            await self.stop()
-            if error is None:
-                raise
-            raise error from exc
 
     async def _handshake(
         self, capabilities: dict[str, Any], config: SessionConfig, cwd: str, state: SessionState
@@ -116,17 +127,17 @@ class AgentLink:
         answer = cast(NewSessionResult, result)
         new = NewSession(answer["sessionId"], answer, [request, {"jsonrpc": "2.0", "result": result}])
         self.spec.learn(dict(self.connection.initialize_result), result)
-        await self._apply_modes(new, config, state)
+        await self.apply_modes(new, config, state)
         return new
 
-    async def _apply_modes(self, new: NewSession, config: SessionConfig, state: SessionState) -> None:
+    async def apply_modes(self, new: NewSession, config: SessionConfig, state: SessionState) -> None:
         """Model, modes and variant as the create asked, through the agent's profile."""
         assert self.connection is not None
         result: dict[str, Any] = dict(new.result)  # fields still checked: the agent may send anything
         self.setup = await agent_setup.configure(self.connection, self.spec, config, new.native_session_id, result)
         agent_setup.attach(state, config, self.spec, self.setup, result)
 
-    async def _start_failure(self, exc: BaseException) -> Exception | None:
+    async def start_failure(self, exc: BaseException) -> Exception | None:
         """The legacy error for a failed start, once the process has had a moment to exit."""
         if isinstance(exc, TimeoutError):
             return Timeout(f"agent did not finish initialize/session/new in {self.settings.agent_start_timeout}s")

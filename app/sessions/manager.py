@@ -7,6 +7,7 @@ import logging
 import os
 from typing import Any
 
+from app.acp.orphans import ProcessRegistry
 from app.acp.process import ExitInfo
 from app.agents.registry import AgentRegistry, AgentSpec
 from app.errors import (
@@ -23,6 +24,7 @@ from app.events.store import EventStore
 from app.events.text import clean_text
 from app.settings import Settings
 
+from . import recovery
 from .agent_setup import check_request
 from .client_services import ClientServices
 from .config import SessionConfig
@@ -36,12 +38,18 @@ PERMISSION_MODES = ("default", "plan", "bypass", "acceptEdits")
 
 class SessionManager:
     def __init__(
-        self, settings: Settings, registry: AgentRegistry, store: EventStore, services: ClientServices
+        self,
+        settings: Settings,
+        registry: AgentRegistry,
+        store: EventStore,
+        services: ClientServices,
+        processes: ProcessRegistry | None = None,
     ) -> None:
         self.settings = settings
         self.registry = registry
         self.store = store
         self.services = services
+        self.processes = processes
         self._sessions: dict[str, Session] = {}
         self._creating: set[str] = set()
 
@@ -80,11 +88,13 @@ class SessionManager:
             spec = AgentSpec(config.agent, None)
         session_id = info["sessionId"]
         exit_info = record.get("exit")
-        # One still live when the server stopped was ended by the daemon, so messages get the
-        # legacy 400 "session terminated".
         end_reason: EndReason = "error" if record.get("endReason") == "error" else "terminated"
         log_ = self.new_log(session_id)
-        log_.finish()  # ended: its events are read from the store
+        # One still live when the server stopped goes on (``recovery``); an ended one's events
+        # are read from the store.
+        resumable = recovery.adopt(record)
+        if resumable is None:
+            log_.finish()
         return Session.restored(
             session_id,
             spec,
@@ -98,7 +108,24 @@ class SessionManager:
             native_session_id=info.get("nativeSessionId"),
             end_reason=end_reason,
             exit_info=ExitInfo(exit_info.get("code"), exit_info.get("signal")) if isinstance(exit_info, dict) else None,
+            processes=self.processes,
+            recovery=resumable,
         )
+
+    async def settle_restored(self) -> None:
+        """Restored sessions that were live when the server stopped: what the old agent left open
+        is closed in their logs, and they wait for their next message (``recovery``)."""
+        for session in list(self._sessions.values()):
+            if session.recovery is not None:
+                try:
+                    await recovery.settle(session, self.store)
+                except Exception:
+                    log.exception("session %s: cannot read the end of its log; it stays as it was", session.id)
+
+    async def ready(self, session: Session) -> None:
+        """Before a message: a session suspended by a restart gets its agent back (or ends)."""
+        if session.recovery is not None:
+            await recovery.revive(session)
 
     def new_log(self, session_id: str) -> SessionEventLog:
         settings = self.settings
@@ -172,7 +199,15 @@ class SessionManager:
                     raise InvalidRequest(f"directory not found: {cwd}")
             log_ = self.new_log(session_id)
             session = Session(
-                session_id, spec, config, log_, cwd=cwd, fs_root=fs_root, settings=self.settings, services=self.services
+                session_id,
+                spec,
+                config,
+                log_,
+                cwd=cwd,
+                fs_root=fs_root,
+                settings=self.settings,
+                services=self.services,
+                processes=self.processes,
             )
             await session.start()
             self._sessions[session_id] = session

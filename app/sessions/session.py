@@ -15,6 +15,7 @@ import enum
 import time
 from typing import Any, Literal
 
+from app.acp.orphans import ProcessRegistry
 from app.acp.process import AgentProcess, ExitInfo
 from app.acp.sdk import RequestError
 from app.agents.registry import AgentSpec
@@ -33,11 +34,13 @@ from .client_services import ClientServices
 from .config import SessionConfig
 from .permission_requests import Permissions
 from .question_requests import Questions
+from .recovery import Recovery, record_fields
 from .request_book import HumanRequest
 from .terminals import SessionTerminals
 from .turns import Turn, TurnQueue
 
 EndReason = Literal["terminated", "error"]
+RESUME_META = "sandbox-agent/resume"
 
 
 class Phase(enum.Enum):
@@ -45,6 +48,9 @@ class Phase(enum.Enum):
     RUNNING = "running"  # takes messages
     ENDING = "ending"  # refuses messages; pending requests answered, agent being stopped
     ENDED = "ended"  # agent stopped (or restored from an earlier run)
+    # Restored from a run that stopped while it was live: no agent until the next message
+    # starts it again (``recovery``).
+    SUSPENDED = "suspended"
 
 
 class Session:
@@ -59,6 +65,7 @@ class Session:
         fs_root: str,
         settings: Settings,
         services: ClientServices,
+        processes: ProcessRegistry | None = None,
     ) -> None:
         self.id = session_id
         self.spec = spec
@@ -68,9 +75,10 @@ class Session:
         self.fs_root = fs_root
         self.settings = settings
         self.services = services
+        self.processes = processes  # where agent and terminal process groups are recorded
         self.created_at_ms = int(time.time() * 1000)
         # The parts.
-        self.agent = AgentLink(session_id, spec, settings)
+        self.agent = AgentLink(session_id, spec, settings, processes)
         self.turns = TurnQueue(session_id, self._begin_turn, self._run_turn)
         self.terminals = SessionTerminals()
         self.translator = SessionTranslator(
@@ -90,8 +98,15 @@ class Session:
         self.exit_info: ExitInfo | None = None
         # Set at server shutdown: pending requests are answered, nothing more is recorded.
         self.shutting_down = False
+        self.stopped_by_shutdown = False  # it was live then: not ended, continued by the next run
         # The session's record is in the store (saved again when the session ends).
         self.persisted = False
+        # Went through a bridge restart while live (``recovery``); None otherwise.
+        self.recovery: Recovery | None = None
+        # True while the agent replays its history (ACP session/load), until the next prompt:
+        # those updates were logged when they happened and are not logged again.
+        self.replaying = False
+        self.replayed = 0
         self._early: list[EventDraft] = []  # recorded during the handshake, logged after session.started
         self._ending: asyncio.Task[None] | None = None
 
@@ -111,14 +126,31 @@ class Session:
         native_session_id: str | None,
         end_reason: EndReason,
         exit_info: ExitInfo | None,
+        processes: ProcessRegistry | None = None,
+        recovery: Recovery | None = None,
     ) -> Session:
-        """A session of an earlier run on this data dir: listed, readable, ended, no agent."""
-        session = cls(session_id, spec, config, log, cwd=cwd, fs_root=fs_root, settings=settings, services=services)
+        """A session of an earlier run on this data dir: listed, readable, no agent. Ended, unless
+        it was live when that run stopped (``recovery``): then suspended until its next message."""
+        session = cls(
+            session_id,
+            spec,
+            config,
+            log,
+            cwd=cwd,
+            fs_root=fs_root,
+            settings=settings,
+            services=services,
+            processes=processes,
+        )
         session.created_at_ms = created_at_ms
         session.native_session_id = log.native_session_id = native_session_id
         session.exit_info = exit_info
         session.persisted = True
-        session._set_phase(Phase.ENDED, end_reason)
+        if recovery is not None:
+            session.recovery = recovery
+            session._set_phase(Phase.SUSPENDED)
+        else:
+            session._set_phase(Phase.ENDED, end_reason)
         return session
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -171,6 +203,29 @@ class Session:
         early, self._early = self._early, []
         for draft in early:
             self.log.append(draft)
+
+    # ---- after a restart (``recovery``) ----------------------------------------------------------
+    @property
+    def suspended(self) -> bool:
+        return self.phase is Phase.SUSPENDED
+
+    def agent_restarted(self) -> None:
+        """The agent of a suspended session runs again and continues it: messages are taken."""
+        self.agent.watch(self._agent_exited, lambda: self.ended)
+        self.log.native_session_id = self.native_session_id
+        self._set_phase(Phase.RUNNING)
+
+    def restored_as_ended(self, reason: EndReason) -> None:
+        """A suspended session whose log shows that it ended after all (its record was not saved)."""
+        self._set_phase(Phase.ENDED, reason)
+
+    def end_suspended(self, message: str) -> None:
+        """A suspended session whose agent cannot be started again ends here, once, saying why."""
+        self._set_phase(Phase.ENDED, "error")
+        data = {"reason": "error", "terminated_by": "daemon", "message": message}
+        self.record_one(SESSION_ENDED, data, synthetic=True)
+        self.save()
+        self.log.finish()  # its events are read from the store from now on
 
     # ---- messages and turns ---------------------------------------------------------------
     def check_accepting(self) -> None:
@@ -231,6 +286,9 @@ class Session:
     def on_incoming(self, message: dict[str, Any]) -> None:
         method = message.get("method")
         if method == "session/update":
+            if self.replaying:
+                self.replayed += 1
+                return
             self.services.observe_update(self, message)
             self.record(self.translator.session_update(message.get("params"), message))
         elif isinstance(method, str) and "id" in message:
@@ -251,6 +309,7 @@ class Session:
     def on_outgoing(self, message: dict[str, Any]) -> None:
         method = message.get("method")
         if method == "session/prompt":
+            self.replaying = False
             self.turns.prompt_sent(message.get("id"))
         elif method == "session/cancel":
             # ACP: after session/cancel the client answers every pending request as cancelled.
@@ -316,10 +375,13 @@ class Session:
         self._ending = asyncio.create_task(self._release())  # (5), (6)
 
     async def shutdown(self) -> None:
-        """Server shutdown: stop the agent without recording anything more."""
+        """Server shutdown: stop the agent without recording anything more. A live session is
+        suspended, not ended: the next server continues it (``recovery``)."""
         self.agent.stop_watching()
         self.shutting_down = True
-        self._set_phase(Phase.ENDING, self.end_reason or "terminated")  # (1)
+        if self.phase is Phase.RUNNING:
+            self.stopped_by_shutdown = True
+        self._set_phase(Phase.ENDING)  # (1)
         self.turns.close()
         self.cancel_pending()  # (3)
         await self._release()  # (5), (6)
@@ -350,6 +412,7 @@ class Session:
             "fs_root": self.fs_root,
             "endReason": self.end_reason,
             "exit": None if exit_info is None else {"code": exit_info.code, "signal": exit_info.signal},
+            **record_fields(self),
         }
 
     def info(self) -> dict[str, Any]:
@@ -373,4 +436,6 @@ class Session:
             info["mcp"] = self.config.mcp
         if self.config.skills is not None:
             info["skills"] = self.config.skills
+        if self.recovery is not None:  # went through a bridge restart while live
+            info["_meta"] = {RESUME_META: self.recovery.info()}
         return info

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from app.acp.orphans import ProcessRegistry
 from app.acp.requests import CreateTerminalRequest
 from app.acp.sdk import RequestError
 from app.fs.paths import os_message
@@ -66,7 +67,13 @@ def exit_status(returncode: int) -> dict[str, Any]:
 
 
 class Terminal:
-    def __init__(self, terminal_id: str, proc: asyncio.subprocess.Process, output_limit: int) -> None:
+    def __init__(
+        self,
+        terminal_id: str,
+        proc: asyncio.subprocess.Process,
+        output_limit: int,
+        processes: ProcessRegistry | None = None,
+    ) -> None:
         self.id = terminal_id
         self.proc = proc
         self.pid = proc.pid
@@ -75,6 +82,9 @@ class Terminal:
         self.exit_status: dict[str, Any] | None = None
         self.exited = asyncio.Event()
         self._buffer = bytearray()
+        self._processes = processes
+        if processes is not None:
+            processes.started(proc.pid)
         self._reader = asyncio.create_task(self._read(), name=f"terminal-read-{terminal_id}")
         self._watcher = asyncio.create_task(self._watch(), name=f"terminal-wait-{terminal_id}")
 
@@ -88,6 +98,7 @@ class Terminal:
         env: dict[str, str],
         cwd: str,
         output_limit: int,
+        processes: ProcessRegistry | None = None,
     ) -> Terminal:
         # Without args the command is a shell line (agents send e.g. "npm test -- --watch=false").
         argv = [command, *args] if args else ["/bin/sh", "-c", command]
@@ -97,10 +108,10 @@ class Terminal:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             cwd=cwd,
-            env={**os.environ, **env},
+            env={**os.environ, **env, **(processes.env if processes is not None else {})},
             start_new_session=True,
         )
-        return cls(terminal_id, proc, output_limit)
+        return cls(terminal_id, proc, output_limit, processes)
 
     # ---- output ------------------------------------------------------------------------------
     async def _read(self) -> None:
@@ -157,7 +168,8 @@ class Terminal:
     async def close(self) -> None:
         """Kill, wait for the exit, stop reading."""
         self.kill()
-        await self.wait(KILL_WAIT)
+        if await self.wait(KILL_WAIT) and self._processes is not None:
+            self._processes.stopped(self.pid)
         for task in (self._reader, self._watcher):
             if not task.done():
                 task.cancel()
@@ -230,7 +242,13 @@ async def create(session: Session, params: Any, request_id: Any) -> dict[str, An
     terminal_id = terminals.next_id()
     try:
         terminal = await Terminal.start(
-            terminal_id, request.command, request.args or [], env=env, cwd=cwd, output_limit=limit
+            terminal_id,
+            request.command,
+            request.args or [],
+            env=env,
+            cwd=cwd,
+            output_limit=limit,
+            processes=session.processes,
         )
     except OSError as exc:
         raise RequestError(

@@ -50,6 +50,10 @@ class TurnQueue:
         self._count += 1
         return Turn(self._count, f"turn_{self._count}", message, blocks, user_parts)
 
+    def continue_numbering(self, count: int) -> None:
+        """Turns of an earlier run of the session took the numbers up to ``count``."""
+        self._count = max(self._count, count)
+
     def submit(self, turn: Turn) -> None:
         """Start ``turn`` now, or after the turns before it."""
         if self._task is None:

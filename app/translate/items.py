@@ -16,6 +16,10 @@ class ItemIds:
         self._n = 0
         self._by_native: dict[str, str] = {}
 
+    def continue_numbering(self, count: int) -> None:
+        """Items of an earlier run of the session took the numbers up to ``count``."""
+        self._n = max(self._n, count)
+
     def fresh(self) -> str:
         self._n += 1
         return f"itm_{self._n}"

@@ -398,6 +398,8 @@ class Handler(BaseHTTPRequestHandler):
                 "reply": reply.note,
                 "tool": reply.call.name if reply.call else None,
                 "arguments": reply.call.arguments if reply.call else None,
+                # Every user message the request carries: the conversation the agent remembers.
+                "user_texts": [text[:300] for text in user_texts(api, body)],
             }
         )
 
@@ -904,6 +906,22 @@ def _output_text(output: Any) -> str:
     if isinstance(output, dict):
         return json.dumps(output)
     return ""
+
+
+def user_texts(api: str, body: dict[str, Any]) -> list[str]:
+    """The text of every user message in a request body of ``api``, oldest first."""
+    if api == "responses":
+        items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+        return [_responses_text(i) for i in items if i.get("type", "message") == "message" and i.get("role") == "user"]
+    if api == "gemini":
+        contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
+        return [
+            " ".join(p.get("text", "") for p in c.get("parts") or [] if isinstance(p, dict))
+            for c in contents
+            if c.get("role", "user") == "user"
+        ]
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "user"]
+    return [_anthropic_text(m) if api == "anthropic" else _chat_text(m) for m in messages]
 
 
 def _anthropic_text(message: dict[str, Any]) -> str:

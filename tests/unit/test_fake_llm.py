@@ -134,3 +134,23 @@ def test_gemini_round_trip(llm: FakeLLMServer) -> None:
     }
     answer = httpx.post(llm.base_url + "/v1beta/models/m:generateContent", json=side, timeout=10).json()
     assert json.loads(answer["candidates"][0]["content"]["parts"][0]["text"]) == {"next_speaker": "user"}
+
+
+def test_the_request_log_keeps_the_user_messages_of_each_api() -> None:
+    """What the real-agent restart test reads: the conversation each request carries."""
+    user = fake_llm.user_texts
+    messages = [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": [{"type": "text", "text": "two"}]},
+    ]
+    assert user("anthropic", {"messages": messages}) == ["one", "two"]
+    assert user("chat", {"messages": messages}) == ["one", "two"]
+    items = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "one"}]},
+        {"type": "function_call", "name": "shell", "arguments": "{}"},
+        {"role": "user", "content": "two"},
+    ]
+    assert user("responses", {"input": items}) == ["one", "two"]
+    contents = [{"role": "user", "parts": [{"text": "one"}]}, {"role": "model", "parts": [{"text": "ok"}]}]
+    assert user("gemini", {"contents": contents}) == ["one"]

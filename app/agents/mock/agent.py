@@ -14,6 +14,7 @@ import sys
 from typing import Any
 from urllib.parse import unquote
 
+from . import memory
 from .script import Context, Step, script_for
 
 
@@ -123,7 +124,7 @@ class MockAgent:
             return {
                 "protocolVersion": PROTOCOL_VERSION,
                 "agentCapabilities": {
-                    "loadSession": False,
+                    "loadSession": memory.state_dir() is not None,
                     "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
                     "mcpCapabilities": {"http": False, "sse": False},
                 },
@@ -134,29 +135,22 @@ class MockAgent:
             meta = params.get("_meta") or {}
             legacy_id = meta.get("sandbox-agent/sessionId")
             session_id = f"mock-{legacy_id}" if legacy_id else f"mock-{len(self._sessions) + 1}"
-            mode = meta.get("sandbox-agent/agentMode") or "build"
-            self._sessions[session_id] = {"n": 0, "cwd": params.get("cwd"), "mode": mode, "meta": meta}
-            self._sessions[session_id]["id"] = session_id
-            return {
-                "sessionId": session_id,
-                "modes": {
-                    "currentModeId": mode,
-                    "availableModes": [
-                        {"id": "build", "name": "Build", "description": "Mock agent for UI testing"},
-                        {"id": "plan", "name": "Plan", "description": "Plan-only mock mode"},
-                    ],
-                },
-                "configOptions": [
-                    {
-                        "id": "model",
-                        "name": "Model",
-                        "category": "model",
-                        "type": "select",
-                        "currentValue": "mock",
-                        "options": [{"value": "mock", "name": "Mock"}],
-                    }
-                ],
-            }
+            memory.forget(session_id)
+            self._open_session(session_id, params, [])
+            return self._session_result(session_id)
+        if method == "session/load":
+            loaded = params.get("sessionId")
+            turns = memory.load(loaded) if isinstance(loaded, str) else None
+            if turns is None or not isinstance(loaded, str):
+                raise _RpcError(-32002, f"Resource not found: session {loaded}")
+            session_id = loaded
+            self._open_session(session_id, params, turns)
+            # ACP: the whole history as session/update notifications, before the answer.
+            for update in memory.replay(session_id, turns):
+                await self.notify("session/update", update)
+            result = self._session_result(session_id)
+            del result["sessionId"]  # a load result has modes and config options only
+            return result
         if method == "session/prompt":
             return await self._prompt(params)
         if method == "session/cancel":
@@ -178,6 +172,37 @@ class MockAgent:
             return {"configOptions": []}
         raise _RpcError(-32601, f"Method not found: {method}")
 
+    def _open_session(self, session_id: str, params: dict[str, Any], turns: list[dict[str, str]]) -> dict[str, Any]:
+        meta = params.get("_meta") or {}
+        mode = meta.get("sandbox-agent/agentMode") or "build"
+        session = {"n": len(turns), "cwd": params.get("cwd"), "mode": mode, "meta": meta, "history": turns}
+        session["id"] = session_id
+        self._sessions[session_id] = session
+        return session
+
+    def _session_result(self, session_id: str) -> dict[str, Any]:
+        mode = self._sessions[session_id]["mode"]
+        return {
+            "sessionId": session_id,
+            "modes": {
+                "currentModeId": mode,
+                "availableModes": [
+                    {"id": "build", "name": "Build", "description": "Mock agent for UI testing"},
+                    {"id": "plan", "name": "Plan", "description": "Plan-only mock mode"},
+                ],
+            },
+            "configOptions": [
+                {
+                    "id": "model",
+                    "name": "Model",
+                    "category": "model",
+                    "type": "select",
+                    "currentValue": "mock",
+                    "options": [{"value": "mock", "name": "Mock"}],
+                }
+            ],
+        }
+
     def _session(self, params: dict[str, Any]) -> dict[str, Any]:
         session = self._sessions.get(params.get("sessionId", ""))
         if session is None:
@@ -191,14 +216,19 @@ class MockAgent:
         text = prompt_text(params.get("prompt", []))
         session["n"] += 1
         session["prompt_meta"] = params.get("_meta") or {}
+        session["reply"] = []
         ctx = Context(prefix=f"mock_{session['n']}", message=text.strip(), session=session, agent=self)
+        memory.remember_prompt(session, ctx.message)
         steps = script_for(ctx)
-        for index, step in enumerate(steps):
-            if session_id in self._cancelled:
-                return {"stopReason": "cancelled"}
-            if index and self._pace:
-                await asyncio.sleep(self._pace)
-            await self.run_step(session_id, step, ctx)
+        try:
+            for index, step in enumerate(steps):
+                if session_id in self._cancelled:
+                    return {"stopReason": "cancelled"}
+                if index and self._pace:
+                    await asyncio.sleep(self._pace)
+                await self.run_step(session_id, step, ctx)
+        finally:
+            memory.remember_reply(session, ctx.message, "".join(session.pop("reply", [])))
         if session_id in self._cancelled:
             return {"stopReason": "cancelled"}
         if ctx.result_meta:
@@ -208,6 +238,11 @@ class MockAgent:
     async def run_step(self, session_id: str, step: Step, ctx: Context) -> None:
         if "update" in step:
             await self.notify("session/update", {"sessionId": session_id, "update": step["update"]})
+            reply = ctx.session.get("reply")
+            if reply is not None and len(reply) < 64:  # enough of the reply for the replay
+                text = memory.reply_text(step["update"])
+                if text:
+                    reply.append(text)
         elif "request" in step and step.get("detach"):
             # Sent in order, answered whenever the client likes; the script does not wait.
             params = {"sessionId": session_id, **step.get("params", {})}

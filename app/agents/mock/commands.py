@@ -9,5 +9,6 @@ from . import (
     bench,  # noqa: F401  (burst)
     files,  # noqa: F401
     hitl_script,  # noqa: F401
+    memory,  # noqa: F401  (history)
     rich,  # noqa: F401  (tool, status, image, unknown, error, unparsed, end, demo, plan, diff, v2)
 )

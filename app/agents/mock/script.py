@@ -142,6 +142,7 @@ HELP_TEXT = "\n".join(
         "- run [--timeout=<seconds>] <command>: run a shell command in a client terminal.",
         "- spawn <command>: start a shell command in a client terminal and leave it running.",
         "- burst <count> [<size>]: one message streamed as <count> chunks, as fast as possible.",
+        "- history: the earlier messages of this session (kept across bridge restarts).",
         "",
         "Any other text will be echoed as an assistant message.",
     ]

@@ -1,0 +1,219 @@
+"""The process groups this server started (agents, terminals), kept on disk so that the next server
+on the same data dir can end those a crash left behind.
+
+Every agent and terminal runs in its own process group. When one starts, a line ``+ <pgid>
+<start time>`` is appended to ``<data dir>/processes/<run id>``; when it is stopped, ``- <pgid>``.
+The start time is the process's ``/proc/<pid>/stat`` field 22 (clock ticks since boot), which
+together with the boot id identifies the process: a pid reused by another process has another
+start time. Every process started also carries ``ACP_BRIDGE_RUN=<run id>`` in its environment, so
+its descendants can be recognised even when they left the group.
+
+At start-up (``sweep``), for each file of an earlier run: a group whose leader is still the same
+process is killed as a whole; processes that still carry that run's marker are killed too (the
+leader may be gone while its children live on, reparented to init). Then the file is removed.
+Appends go through one writer thread: the event loop never touches the disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import queue
+import signal
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("acp_rest_bridge.processes")
+
+RUN_ENV = "ACP_BRIDGE_RUN"
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """/proc/<pid>/stat from field 3 (state) on; None if there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces or ')': split after the last.
+    return stat[stat.rfind(b")") + 2 :].split()
+
+
+def start_time(pid: int) -> int | None:
+    """Field 22 of /proc/<pid>/stat (start time in clock ticks after boot); None if no such process."""
+    fields = _stat_fields(pid)
+    try:
+        return None if fields is None else int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _boot_id() -> str:
+    try:
+        return BOOT_ID.read_text().strip()
+    except OSError:
+        return ""
+
+
+def _carries(pid: int, marker: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return marker in fh.read().split(b"\0")
+    except OSError:
+        return False
+
+
+@dataclass(slots=True)
+class SweepResult:
+    groups: int = 0  # process groups killed (their leader was still the recorded process)
+    processes: int = 0  # other processes of an earlier run killed
+
+
+class ProcessRegistry:
+    """This run's record of its process groups; ``sweep`` ends those of earlier runs."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.run_id = uuid.uuid4().hex
+        self.path = directory / self.run_id
+        self._queue: queue.SimpleQueue[tuple[str, int] | None] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._live: set[int] = set()  # the writer thread's view of the groups not stopped yet
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Added to the environment of every process this run starts."""
+        return {RUN_ENV: self.run_id}
+
+    # ---- this run ----------------------------------------------------------------------------
+    def open(self) -> None:
+        """Create the directory and start the writer; call after ``sweep``."""
+        if self._writer is not None:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._writer = threading.Thread(target=self._write_loop, name="process-registry", daemon=True)
+        self._writer.start()
+
+    def started(self, pgid: int) -> None:
+        """A process group leader was started (never blocks)."""
+        if self._writer is not None:
+            self._queue.put(("+", pgid))
+
+    def stopped(self, pgid: int) -> None:
+        """The group was stopped and reaped (never blocks)."""
+        if self._writer is not None:
+            self._queue.put(("-", pgid))
+
+    def close(self) -> None:
+        """Stop the writer. This run's file goes when every group it lists was stopped."""
+        if self._writer is None:
+            return
+        self._queue.put(None)
+        self._writer.join(5)
+        self._writer = None
+        if not self._live:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+
+    def _write_loop(self) -> None:
+        boot = _boot_id()
+        try:
+            fh = open(self.path, "a", encoding="ascii")  # kept open for the run
+        except OSError as exc:
+            log.error("cannot record agent processes in %s: %s", self.path, exc)
+            fh = None
+        if fh is not None:
+            fh.write(f"boot {boot}\n")
+            fh.flush()
+        while (entry := self._queue.get()) is not None:
+            if fh is None:
+                continue
+            op, pgid = entry
+            if op == "+":
+                started = start_time(pgid)
+                if started is None:
+                    continue  # already gone
+                line = f"+ {pgid} {started}\n"
+                self._live.add(pgid)
+            else:
+                line = f"- {pgid}\n"
+                self._live.discard(pgid)
+            try:
+                fh.write(line)
+                fh.flush()  # to the kernel: a crash of this process loses nothing written
+            except OSError as exc:
+                log.error("cannot record agent process %d in %s: %s", pgid, self.path, exc)
+        if fh is not None:
+            with contextlib.suppress(OSError):
+                fh.close()
+
+    # ---- earlier runs ------------------------------------------------------------------------
+    def sweep(self) -> SweepResult:
+        """End what earlier runs on this data dir left alive. Blocking: run it in a thread."""
+        result = SweepResult()
+        if not self.directory.is_dir():
+            return result
+        boot = _boot_id()
+        for path in sorted(self.directory.iterdir()):
+            if path == self.path or not path.is_file():
+                continue
+            try:
+                lines = path.read_text(encoding="ascii", errors="replace").splitlines()
+            except OSError as exc:
+                log.error("cannot read %s: %s", path, exc)
+                continue
+            self._sweep_run(path.name, lines, boot, result)
+            with contextlib.suppress(OSError):
+                path.unlink()
+        if result.groups or result.processes:
+            log.warning(
+                "ended %d agent/terminal process groups and %d other processes left by an earlier run",
+                result.groups,
+                result.processes,
+            )
+        return result
+
+    def _sweep_run(self, run_id: str, lines: list[str], boot: str, result: SweepResult) -> None:
+        groups: dict[int, int] = {}
+        same_boot = True
+        for line in lines:
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == "boot":
+                same_boot = parts[1] == boot
+            elif len(parts) == 3 and parts[0] == "+" and parts[1].isdigit() and parts[2].isdigit():
+                groups[int(parts[1])] = int(parts[2])
+            elif len(parts) == 2 and parts[0] == "-" and parts[1].isdigit():
+                groups.pop(int(parts[1]), None)
+        if not same_boot:
+            return  # the machine restarted since: nothing of that run can be alive
+        for pgid, started in groups.items():
+            # The leader is the recorded process only if its start time matches: a reused pid has
+            # another one, and its group is left alone.
+            if start_time(pgid) == started:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, signal.SIGKILL)
+                    result.groups += 1
+        result.processes += _kill_marked(f"{RUN_ENV}={run_id}".encode(), exclude=os.getpid())
+
+
+def _kill_marked(marker: bytes, exclude: int) -> int:
+    """SIGKILL every process whose environment holds ``marker`` (descendants of an earlier run)."""
+    killed = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        if pid == exclude:
+            continue
+        fields = _stat_fields(pid)
+        if fields is None or fields[0] == b"Z":
+            continue
+        if _carries(pid, marker):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+    return killed
