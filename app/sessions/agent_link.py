@@ -25,6 +25,23 @@ from . import agent_setup
 from .config import SessionConfig
 
 
+def new_session_params(config: SessionConfig, cwd: str, session_id: str) -> dict[str, Any]:
+    """The `session/new` params for this config (also the base of `session/resume` and `session/load`)."""
+    return session_new_params(
+        cwd=cwd,
+        session_id=session_id,
+        agent=config.agent,
+        agent_mode=config.agent_mode,
+        permission_mode=config.permission_mode,
+        model=config.model,
+        variant=config.variant,
+        agent_version=config.agent_version,
+        title=config.title,
+        skills=config.skills,
+        mcp=config.mcp,
+    )
+
+
 @dataclass(slots=True)
 class NewSession:
     """What the agent answered to `session/new`, and the exchange itself (session.started raw)."""
@@ -101,19 +118,7 @@ class AgentLink:
         assert self.connection is not None
         await self.connection.initialize(capabilities)
         await agent_setup.authenticate(self.connection, self.spec, dict(self.connection.initialize_result))
-        params = session_new_params(
-            cwd=cwd,
-            session_id=self.session_id,
-            agent=config.agent,
-            agent_mode=config.agent_mode,
-            permission_mode=config.permission_mode,
-            model=config.model,
-            variant=config.variant,
-            agent_version=config.agent_version,
-            title=config.title,
-            skills=config.skills,
-            mcp=config.mcp,
-        )
+        params = new_session_params(config, cwd, self.session_id)
         try:
             result = await self.connection.request("session/new", params)
         except RequestError as exc:

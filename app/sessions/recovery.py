@@ -40,9 +40,8 @@ from app.events.model import (
     EventDraft,
 )
 from app.translate.items import make_item
-from app.translate.outgoing import session_new_params
 
-from .agent_link import NewSession
+from .agent_link import NewSession, new_session_params
 
 if TYPE_CHECKING:
     from app.events.store import EventStore
@@ -367,19 +366,7 @@ async def _reconnect(session: Session) -> tuple[str, dict[str, Any], list[Any]]:
     await connection.initialize(session.services.client_capabilities(session.spec.disabled_services))
     caps: dict[str, Any] = dict(connection.agent_capabilities)
     config = session.config
-    base = session_new_params(
-        cwd=session.cwd,
-        session_id=session.id,
-        agent=config.agent,
-        agent_mode=config.agent_mode,
-        permission_mode=config.permission_mode,
-        model=config.model,
-        variant=config.variant,
-        agent_version=config.agent_version,
-        title=config.title,
-        skills=config.skills,
-        mcp=config.mcp,
-    )
+    base = new_session_params(config, session.cwd, session.id)
     previous = session.native_session_id
     failed: list[dict[str, Any]] = []
     extra: dict[str, Any] = {"previousNativeSessionId": previous}
