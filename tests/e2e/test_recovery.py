@@ -4,7 +4,6 @@ lost). Orphaned agents and terminals of the killed run are ended. Real bridge an
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
 import sys
@@ -20,6 +19,7 @@ from tests.support import (
     PROBES,
     Bridge,
     create_session,
+    descendants,
     events,
     pid_alive,
     send,
@@ -305,27 +305,6 @@ def test_ended_sessions_stay_ended_and_unrestartable_agents_end_once(tmp_path: P
         third.stop()
 
 
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
 def test_orphans_of_a_killed_bridge_are_ended_at_the_next_start(tmp_path: Path) -> None:
     data = tmp_path / "data"
     first = _start(tmp_path, data)
@@ -335,7 +314,7 @@ def test_orphans_of_a_killed_bridge_are_ended_at_the_next_start(tmp_path: Path) 
     assert "started" in _texts(turn)[-1]
     create_session(client, "stub", agent="stubborn")  # ignores SIGTERM and stdin EOF, has a child
     create_session(client, "idle", agent="mem-load")
-    old = _descendants(first.proc.pid)
+    old = descendants(first.proc.pid)
     assert len(old) >= 7, old  # 3 agents, a terminal shell, its sleep, the stubborn agent's sleep...
     _kill9(first)
     alive_after_kill = {pid for pid in old if pid_alive(pid)}

@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 import uuid
@@ -35,7 +34,8 @@ import httpx
 
 from tests.realagents.agents import RECIPES, AgentRecipe, scrubbed_environ
 from tests.realagents.fake_llm import FakeLLMServer
-from tests.support import Bridge, iter_sse, start_bridge, wait_until
+from tests.realagents.netns import write_report
+from tests.support import Bridge, descendants, iter_sse, start_bridge, wait_until
 
 REPLY_PATH = "/v1/sessions/{session_id}/permissions/{permission_id}/reply"
 TURN_TIMEOUT = 90.0
@@ -76,26 +76,6 @@ def marked_pids(marker: str) -> list[int]:
             continue
         found.append(int(entry))
     return found
-
-
-def descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[-1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 class Run:
@@ -253,11 +233,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if not (args.root or args.keep):
             shutil.rmtree(root, ignore_errors=True)
-    text = json.dumps(report, indent=1)
-    if args.out:
-        args.out.write_text(text)
-    else:
-        sys.stdout.write(text + "\n")
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

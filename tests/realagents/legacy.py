@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ import httpx
 
 from tests.realagents.agents import cache_root, scrubbed_environ
 from tests.realagents.fake_llm import FakeLLMServer
+from tests.realagents.netns import write_report
 from tests.realagents.record import GOLDEN, normalise
 from tests.support import Bridge, iter_sse, start_bridge
 
@@ -409,11 +409,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    text = json.dumps(report, indent=1)
-    if args.out:
-        args.out.write_text(text)
-    else:
-        sys.stdout.write(text + "\n")
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import functools
+import json
 import os
 import shutil
 import socket
@@ -24,7 +25,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -138,6 +139,15 @@ def run_isolated(
     if iso.prefix is None:
         raise RuntimeError(iso.reason)
     return subprocess.run([*iso.prefix, *argv], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=_env(env))
+
+
+def write_report(report: dict[str, Any], out: Path | None) -> None:
+    """A driver's JSON report, to ``out`` or standard output, where the test reads it back."""
+    text = json.dumps(report, indent=1)
+    if out:
+        out.write_text(text)
+    else:
+        sys.stdout.write(text + "\n")
 
 
 def main(argv: list[str]) -> None:

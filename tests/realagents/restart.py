@@ -38,7 +38,8 @@ from app.agents.install import installed_command
 from tests.realagents.agents import scrubbed_environ
 from tests.realagents.fake_llm import FakeLLMServer
 from tests.realagents.legacy import AGENTS, install_dir
-from tests.support import Bridge, iter_sse, pid_alive, start_bridge, wait_until
+from tests.realagents.netns import write_report
+from tests.support import Bridge, descendants, iter_sse, pid_alive, start_bridge, wait_until
 
 HIDE = Path(__file__).resolve().parent / "hide_capability.py"
 
@@ -51,28 +52,6 @@ MESSAGES = (
     "Second message, after a crash of the bridge: remember the word HERON.",
     "Third message, after a stop of the bridge: which words did I ask you to remember?",
 )
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (agents, their helpers), from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found: list[int] = []
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.append(child)
-                todo.append(child)
-    return found
 
 
 class Driver:
@@ -203,11 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    text = json.dumps(report, indent=1)
-    if args.out:
-        args.out.write_text(text)
-    else:
-        sys.stdout.write(text + "\n")
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":
