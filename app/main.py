@@ -21,7 +21,7 @@ from app import datadir, startup
 from app.acp.orphans import ProcessRegistry
 from app.agents.node import OnDemandNode
 from app.agents.registry import AgentRegistry, AgentsFileError
-from app.api import agents, events, fs, health, openapi, permissions, problems, questions, sessions, ui
+from app.api import agents, events, fs, health, openapi, permissions, problems, questions, routing, sessions, ui
 from app.api._fastapi_compat import app_options
 from app.api.middleware import BridgeMiddleware
 from app.events.sqlite import SqliteEventStore, StoreError
@@ -112,8 +112,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.store = store
     problems.install(app)
     openapi.install(app)
-    for router in ROUTERS:
-        app.include_router(router)
+    routing.include(app, ROUTERS)
     ui.install(app)
 
     @app.get("/", include_in_schema=False)

@@ -12,8 +12,9 @@ from app.sessions.model_probe import agent_models
 from . import deps
 from .openapi import json_request, operation, problems
 from .parsing import json_body, path_param
+from .routing import BridgeRoute
 
-router = APIRouter(tags=["agents"])
+router = APIRouter(tags=["agents"], route_class=BridgeRoute)
 AgentId = Annotated[str, Path(description="Agent id")]
 
 

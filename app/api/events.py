@@ -14,12 +14,13 @@ from app.legacy.models import EventsResponse
 from . import deps
 from .openapi import ADDITION, json_request, operation, problems, query
 from .parsing import Query, path_param
+from .routing import BridgeRoute
 from .sessions import accept_message
 from .sse import EventStream, frames
 
 __all__ = ["frames", "router"]
 
-router = APIRouter(tags=["sessions"])
+router = APIRouter(tags=["sessions"], route_class=BridgeRoute)
 SessionId = Annotated[str, Path(description="Session id")]
 
 

@@ -31,8 +31,9 @@ from app.legacy.models import (
 from . import deps
 from .openapi import binary_request, json_request, operation, query
 from .parsing import Query, json_body
+from .routing import BridgeRoute
 
-router = APIRouter(tags=["fs"])
+router = APIRouter(tags=["fs"], route_class=BridgeRoute)
 
 # Files up to this size are answered in one piece (with Content-Length); larger ones are streamed.
 WHOLE_READ_LIMIT = 4 * 1024 * 1024

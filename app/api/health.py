@@ -5,7 +5,9 @@ from starlette.responses import JSONResponse
 
 from app.legacy.models import HealthResponse
 
-router = APIRouter()
+from .routing import BridgeRoute
+
+router = APIRouter(route_class=BridgeRoute)
 
 
 @router.get(

@@ -12,8 +12,9 @@ from app.sessions import question_requests
 from . import deps
 from .openapi import json_request, operation, problems
 from .parsing import json_body, path_param
+from .routing import BridgeRoute
 
-router = APIRouter(tags=["sessions"])
+router = APIRouter(tags=["sessions"], route_class=BridgeRoute)
 SessionId = Annotated[str, Path(description="Session id")]
 QuestionId = Annotated[str, Path(description="Question id")]
 

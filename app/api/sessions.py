@@ -16,8 +16,9 @@ from app.sessions.attachments import read_images
 from . import deps
 from .openapi import json_request, operation, problems
 from .parsing import json_body, path_param
+from .routing import BridgeRoute
 
-router = APIRouter(tags=["sessions"])
+router = APIRouter(tags=["sessions"], route_class=BridgeRoute)
 SessionId = Annotated[str, Path(description="Session id")]
 
 
