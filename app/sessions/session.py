@@ -270,17 +270,40 @@ class Session:
         try:
             result = await self.agent.request("session/prompt", turn.params)
         except RequestError as exc:
-            raw = self.turns.take_prompt_response()
-            self.record_one(ERROR, rpc_error_data(exc.code, str(exc), exc.data), synthetic=True, raw=raw)
-            self.record(self.translator.turn_ended(turn.turn_id, {"stopReason": "error"}, raw=None))
+            if not turn.ended:
+                self._turn_failed(turn, exc)
             return
         except (ConnectionError, OSError):
             return  # the agent is gone: the process watcher records what happened
+        if not turn.ended:
+            self._turn_done(turn, result)
+
+    def _prompt_answered(self, turn: Turn, message: dict[str, Any]) -> None:
+        """The agent answered the turn's prompt: what ends the turn is recorded now, in wire order
+        right after the updates read with it (so it is committed and streamed with them), not when
+        the turn's task wakes up. The same values as the ACP SDK gives that task."""
+        if "result" in message:
+            self._turn_done(turn, message["result"])
+            return
+        error = message.get("error") or {}
+        if isinstance(error, dict):
+            self._turn_failed(
+                turn, RequestError(error.get("code", -32603), error.get("message", "Error"), error.get("data"))
+            )
+        # Anything else is left to the SDK and recorded when the turn's task wakes up.
+
+    def _turn_done(self, turn: Turn, result: Any) -> None:
+        turn.ended = True
         stop = result.get("stopReason") if isinstance(result, dict) else None
         metadata: dict[str, Any] = {"stopReason": stop}
         if isinstance(result, dict) and isinstance(result.get("_meta"), dict):
             metadata["meta"] = result["_meta"]
-        self.record(self.translator.turn_ended(turn.turn_id, metadata, raw=self.turns.take_prompt_response()))
+        self.record(self.translator.turn_ended(turn.turn_id, metadata, raw=turn.response))
+
+    def _turn_failed(self, turn: Turn, exc: RequestError) -> None:
+        turn.ended = True
+        self.record_one(ERROR, rpc_error_data(exc.code, str(exc), exc.data), synthetic=True, raw=turn.response)
+        self.record(self.translator.turn_ended(turn.turn_id, {"stopReason": "error"}, raw=None))
 
     # ---- AgentObserver: the connection hands over every message, in wire order ----------------
     def on_incoming(self, message: dict[str, Any]) -> None:
@@ -298,7 +321,9 @@ class Session:
                 # Unknown extension notifications (`_...`) are ignored (ACP).
                 self.record(self.translator.unparsed(f"unknown notification: {method}", "agent.stdout", message))
         elif "id" in message and ("result" in message or "error" in message):
-            self.turns.response_read(message)
+            turn = self.turns.response_read(message)
+            if turn is not None and not turn.ended:
+                self._prompt_answered(turn, message)
         else:
             self.record(self.translator.unparsed("not a JSON-RPC message", "agent.stdout", message))
 

@@ -1,5 +1,5 @@
 """A session's turns: one runs at a time (ACP agents take one prompt at a time), later ones wait
-in order. Also which JSON-RPC response ended which prompt (the raw of its turn.ended)."""
+in order. Also which turn a JSON-RPC response from the agent answers (it ends that turn)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ class Turn:
     blocks: list[dict[str, Any]]
     user_parts: list[dict[str, Any]]
     params: dict[str, Any] = field(default_factory=dict)  # the session/prompt params
+    response: dict[str, Any] | None = None  # the agent's answer to the prompt, as read from the wire
+    ended: bool = False  # what ends the turn is recorded
 
 
 class TurnQueue:
@@ -40,10 +42,9 @@ class TurnQueue:
         self._closed = False
         self._idle = asyncio.Event()
         self._idle.set()
-        # JSON-RPC ids of session/prompt requests, and their responses as read from the wire.
-        self._prompt_ids: set[Any] = set()
-        self._responses: dict[Any, dict[str, Any]] = {}
-        self._last_prompt_id: Any = None
+        self._current: Turn | None = None  # the running turn
+        # JSON-RPC ids of the session/prompt requests still waiting for their answer.
+        self._prompts: dict[Any, Turn] = {}
 
     # ---- turns ---------------------------------------------------------------------------
     def new_turn(self, message: str, blocks: list[dict[str, Any]], user_parts: list[dict[str, Any]]) -> Turn:
@@ -63,6 +64,7 @@ class TurnQueue:
 
     def _start(self, turn: Turn) -> None:
         self._idle.clear()
+        self._current = turn
         self._begin(turn)
         self._task = asyncio.create_task(self._run_then_next(turn), name=f"turn-{self._name}-{turn.number}")
 
@@ -71,6 +73,7 @@ class TurnQueue:
             await self._run(turn)
         finally:
             self._task = None
+            self._current = None
             if self._queued and not self._closed:
                 self._start(self._queued.popleft())
             else:
@@ -103,18 +106,14 @@ class TurnQueue:
 
     # ---- prompt responses ------------------------------------------------------------------
     def prompt_sent(self, request_id: Any) -> None:
-        self._last_prompt_id = request_id
-        self._prompt_ids.add(request_id)
+        """The running turn's session/prompt goes out with this JSON-RPC id."""
+        if self._current is not None:
+            self._prompts[request_id] = self._current
 
-    def response_read(self, message: dict[str, Any]) -> None:
-        """A JSON-RPC response from the agent, in wire order: kept if it answers a prompt."""
-        request_id = message.get("id")
-        if request_id in self._prompt_ids:
-            self._prompt_ids.discard(request_id)
-            self._responses[request_id] = message
-
-    def take_prompt_response(self) -> dict[str, Any] | None:
-        """The response to the last prompt sent, as read from the wire."""
-        if self._last_prompt_id is None:
-            return None
-        return self._responses.pop(self._last_prompt_id, None)
+    def response_read(self, message: dict[str, Any]) -> Turn | None:
+        """A JSON-RPC response from the agent, in wire order: the turn whose prompt it answers
+        (kept as that turn's ``response``), or None."""
+        turn = self._prompts.pop(message.get("id"), None)
+        if turn is not None:
+            turn.response = message
+        return turn
