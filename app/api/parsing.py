@@ -86,7 +86,8 @@ class Query:
     """The query string of one request, read with the legacy rules."""
 
     def __init__(self, request: Request) -> None:
-        self._items = request.query_params.multi_items()
+        # Most requests have no query string: nothing to parse then.
+        self._items = request.query_params.multi_items() if request.scope.get("query_string") else []
 
     def _get(self, *names: str) -> str | None:
         found = [(k, v) for k, v in self._items if k in names]

@@ -19,6 +19,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.routing import APIRoute
 from starlette.responses import Response
+from starlette.routing import Match
 from starlette.types import Receive, Scope, Send
 
 Endpoint = Callable[..., Awaitable[Response]]
@@ -63,6 +64,15 @@ class BridgeRoute(APIRoute):
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
         super().__init__(path, endpoint, **kwargs)
         self._direct = direct_parameters(self)
+        self.own = False  # one of the application's own routes (``include``), matched on its path
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        # A request is tried against the routes in turn and most do not match it: one of the app's
+        # own routes says so after its regex, before FastAPI's lookups for routes of included routers.
+        if self.own and scope["type"] == "http" and not scope.get("root_path"):
+            if self.path_regex.match(scope["path"]) is None:
+                return Match.NONE, {}
+        return super().matches(scope)
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         direct = self._direct
@@ -85,5 +95,7 @@ def include(app: FastAPI, routers: Iterable[APIRouter]) -> None:
     no prefix, dependencies or settings of their own to apply, so their routes can be the app's."""
     for router in routers:
         for route in router.routes:
+            if isinstance(route, BridgeRoute):
+                route.own = True
             app.router.routes.append(route)
     app.router._mark_routes_changed()
