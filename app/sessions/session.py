@@ -20,8 +20,9 @@ from app.acp.process import AgentProcess, ExitInfo
 from app.acp.sdk import RequestError
 from app.agents.registry import AgentSpec
 from app.errors import AgentProcessExited, InvalidRequest
+from app.events.envelope import dumps
 from app.events.log import SessionEventLog
-from app.events.model import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft
+from app.events.model import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft, JsonText
 from app.settings import Settings
 from app.translate.extensions import rpc_error_data
 from app.translate.outgoing import prompt_params
@@ -263,7 +264,9 @@ class Session:
 
     def _begin_turn(self, turn: Turn) -> None:
         turn.params = prompt_params(self.native_session_id, turn.blocks, turn.turn_id)
-        raw = {"jsonrpc": "2.0", "method": "session/prompt", "params": turn.params}
+        # The raw of turn.started and of the user's item: serialised here once, not by the store
+        # once for each of the three events.
+        raw = JsonText(dumps({"jsonrpc": "2.0", "method": "session/prompt", "params": turn.params}))
         self.record(self.translator.turn_started(turn.turn_id, turn.message, turn.user_parts, raw=raw))
 
     async def _run_turn(self, turn: Turn) -> None:
