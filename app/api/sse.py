@@ -1,10 +1,12 @@
 """Server-sent event streams of a session log, as plain ASGI responses.
 
 A stream is one coroutine that writes the batches of a log subscription. Beside it: one task that
-notices the client leaving, one timer that sends the keep-alive comment when the stream has been
-idle and drops a reader that has accepted nothing for the send timeout, and one watcher for the
-whole process that ends every stream when the server begins to stop. (A general SSE response with a
-task group, a ping task and a cancel scope per write cost ~0.5 ms per ``messages/stream``.)
+notices the client leaving (a turn's stream, which most often ends within milliseconds, starts it
+only once it has been open for ``WATCH_AFTER`` seconds), one timer that sends the keep-alive comment
+when the stream has been idle and drops a reader that has accepted nothing for the send timeout, and
+one watcher for the whole process that ends every stream when the server begins to stop. (A general
+SSE response with a task group, a ping task and a cancel scope per write cost ~0.5 ms per
+``messages/stream``.)
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ START_HEADERS = [
 ]
 KEEPALIVE = b": keep-alive\n\n"
 _END = {"type": "http.response.body", "body": b"", "more_body": False}
+# A turn's stream starts watching for its client leaving after this many seconds: most end sooner,
+# and a task per stream costs more than the rest of a short one.
+WATCH_AFTER = 0.5
 
 
 def frames(events: list[StoredEvent], include_raw: bool) -> bytes:
@@ -115,6 +120,8 @@ class EventStream(Response):
         self._timer: asyncio.TimerHandle | None = None
         self._period = 0.0
         self.sub: Subscription | None = None
+        self._receive: Receive | None = None
+        self._watcher: asyncio.Task[None] | None = None
 
     # ---- the batches --------------------------------------------------------------------------
     def _select(self, batch: list[StoredEvent]) -> tuple[list[StoredEvent], bool]:
@@ -140,7 +147,12 @@ class EventStream(Response):
         loop = self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
         sub = self.sub = self.log.subscribe(self.after)
-        watcher = loop.create_task(self._watch_disconnect(receive, sub))
+        self._receive = receive
+        watch_later = None
+        if self.stop_at_terminal:
+            watch_later = loop.call_later(WATCH_AFTER, self._watch_client)
+        else:
+            self._watch_client()
         _streams.add(self)
         period = min(p for p in (self.keepalive, self.send_timeout, 3600.0) if p is not None)
         # The timer looks a few times per period, so a keep-alive is at most a quarter late.
@@ -185,7 +197,10 @@ class EventStream(Response):
         finally:
             if self._timer is not None:
                 self._timer.cancel()
-            watcher.cancel()
+            if watch_later is not None:
+                watch_later.cancel()
+            if self._watcher is not None:
+                self._watcher.cancel()
             _streams.discard(self)
             sub.close()
             self._task = None
@@ -204,6 +219,11 @@ class EventStream(Response):
         if reason is not None and self._task is not None:
             self._task.uncancel()
         return reason
+
+    def _watch_client(self) -> None:
+        """Start the task that notices the client leaving."""
+        if self._watcher is None and self._receive is not None and self.sub is not None:
+            self._watcher = self._loop.create_task(self._watch_disconnect(self._receive, self.sub))
 
     async def _watch_disconnect(self, receive: Receive, sub: Subscription) -> None:
         try:
