@@ -97,6 +97,9 @@ def settle_memory() -> None:
     that much cheaper."""
     gc.collect()
     gc.freeze()
+    from app.events.log import trim_heap
+
+    trim_heap()
 
 
 def middleware_options(settings: Settings) -> dict[str, Any]:
