@@ -19,6 +19,7 @@ from app import datadir, startup
 from app.acp.orphans import ProcessRegistry
 from app.agents.node import OnDemandNode
 from app.agents.registry import AgentRegistry, AgentsFileError
+from app.events.log import trim_heap
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore
 from app.sessions import retention
@@ -99,8 +100,6 @@ def settle_memory() -> None:
     gc.collect()
     gc.freeze()
     gc.enable()
-    from app.events.log import trim_heap
-
     trim_heap()
 
 
