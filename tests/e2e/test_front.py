@@ -138,5 +138,19 @@ def test_the_server_exits_with_one_line_when_its_application_cannot_be_built(tmp
     env = {"PYTHONPATH": f"{shadow}:{ROOT}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     result = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
+    assert "acp-rest-bridge listening on" in result.stderr  # it started without FastAPI
     last = result.stderr.strip().splitlines()[-1]
     assert last == "acp-rest-bridge: cannot build the HTTP application: ImportError: fastapi is broken here"
+
+
+def test_what_answers_health_loads_neither_fastapi_nor_the_acp_sdk() -> None:
+    """The start-up cost: the command line and the services import no FastAPI, Starlette,
+    pydantic-settings or ACP SDK (the application and the first session load them)."""
+    code = (
+        "import sys, app.main, app.startup, app.api.middleware\n"
+        "heavy = {'fastapi', 'starlette', 'pydantic_settings', 'acp'}\n"
+        "loaded = sorted({m.split('.')[0] for m in sys.modules} & heavy)\n"
+        "assert not loaded, loaded\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
