@@ -27,7 +27,7 @@ ORIGIN = "http://localhost:5173"
 @contextmanager
 def serve(
     tmp: Path, build_gate: threading.Event, monkeypatch: pytest.MonkeyPatch, fail: Exception | None = None, **kw: Any
-) -> Iterator[tuple[str, startup.Front, list[str]]]:
+) -> Iterator[tuple[str, startup.Front, list[str], uvicorn.Server]]:
     """A real uvicorn running the server's front, whose HTTP application is built only once
     ``build_gate`` is set (then raising ``fail`` if given)."""
     real_create_api = main.create_api
@@ -56,7 +56,7 @@ def serve(
     thread.start()
     try:
         assert wait_until(lambda: server.started, 30), "server did not start"
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}", front, failures
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", front, failures, server
     finally:
         build_gate.set()
         server.should_exit = True
@@ -73,7 +73,7 @@ def test_health_before_the_build_is_the_application_s_answer_and_a_racing_reques
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     gate = threading.Event()
-    with serve(tmp_path, gate, monkeypatch) as (url, front, failures), ThreadPoolExecutor(2) as pool:
+    with serve(tmp_path, gate, monkeypatch) as (url, front, failures, _), ThreadPoolExecutor(2) as pool:
         early = [answer(httpx.get(url + "/v1/health", headers=h)) for h in ({}, {"origin": ORIGIN})]
         assert early[0][0] == 200 and early[0][2] == b'{"status":"ok"}'
         assert ("access-control-allow-origin", ORIGIN) in early[1][1]
@@ -101,7 +101,7 @@ def test_health_before_the_build_is_the_application_s_answer_and_a_racing_reques
 
 def test_a_request_that_outwaits_the_build_gets_a_503_problem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     gate = threading.Event()
-    with serve(tmp_path, gate, monkeypatch, token="secret") as (url, front, _):
+    with serve(tmp_path, gate, monkeypatch, token="secret") as (url, front, _, _):
         front.wait = 0.2
         response = httpx.get(url + "/v1/agents", headers={"authorization": "Bearer secret", "origin": ORIGIN})
         assert response.status_code == 503
@@ -117,9 +117,11 @@ def test_a_request_that_outwaits_the_build_gets_a_503_problem(tmp_path: Path, mo
 
 def test_a_failed_build_answers_503_and_stops_the_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     gate = threading.Event()
-    with serve(tmp_path, gate, monkeypatch, fail=RuntimeError("boom")) as (url, _, failures):
+    with serve(tmp_path, gate, monkeypatch, fail=RuntimeError("boom")) as (url, _, failures, server):
         with ThreadPoolExecutor(1) as pool:
             waiting = pool.submit(lambda: httpx.get(url + "/v1/agents", timeout=30))
+            # The request is in the server (a failed build stops it: a later one would be refused).
+            assert wait_until(lambda: bool(server.server_state.tasks), 30)
             gate.set()
             response = waiting.result(30)
         assert response.status_code == 503
