@@ -58,10 +58,10 @@ class Services:
         )
         self.store = open_store(settings)
         # What the bridge answers when an agent asks (permissions, files, terminals...).
-        self.services = ClientServices()
+        self.client_services = ClientServices()
         # Agent and terminal process groups, so the next server on the data dir can end a crashed run's.
         self.processes = ProcessRegistry(settings.resolved_data_dir() / "processes")
-        self.manager = SessionManager(settings, self.registry, self.store, self.services, self.processes)
+        self.manager = SessionManager(settings, self.registry, self.store, self.client_services, self.processes)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
