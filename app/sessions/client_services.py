@@ -22,6 +22,9 @@ from app.translate.extensions import ERROR_NOTIFICATION
 
 from . import agent_setup, file_service, permission_requests, question_requests, terminals
 
+# Message chunks say nothing about tool calls or config options (what observe_update looks for).
+_CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk", "user_message_chunk"})
+
 if TYPE_CHECKING:
     from .session import Session
 
@@ -90,6 +93,10 @@ class ClientServices:
     # ---- called by the session, in wire order (must not await) ---------------------------------
     def observe_update(self, session: Session, message: dict[str, Any]) -> None:
         """Every `session/update`, before it is translated."""
+        params = message.get("params")
+        update = params.get("update") if type(params) is dict else None
+        if type(update) is dict and update.get("sessionUpdate") in _CHUNKS:
+            return  # (most updates of a stream): nothing here looks at them
         permission_requests.remember_tool_calls(session, message)
         agent_setup.refresh_models(session.spec, message)
 

@@ -455,3 +455,20 @@ def test_the_written_out_envelope_is_exactly_the_serialised_dict(
     )
     assert text == json.dumps(expected, separators=(",", ":"), ensure_ascii=False)
     assert "\n" not in text and "\r" not in text
+
+
+def test_time_is_formatted_as_the_legacy_server_did_across_seconds() -> None:
+    from datetime import UTC, datetime
+
+    from app.events.envelope import format_time
+
+    def expected(ns: int) -> str:
+        seconds, frac = divmod(ns, 1_000_000_000)
+        base = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        return f"{base}.{frac:09d}".rstrip("0") + "Z" if frac else base + "Z"
+
+    start = 1_795_320_864_000_000_000
+    # Within a second, across its end, a clock that steps back, whole seconds, trailing zeros.
+    for ns in (start + 667_647_668, start + 999_999_999, start + 1_000_000_001, start - 1, start, start + 100):
+        assert format_time(ns) == expected(ns)
+    assert format_time(start + 120_000_000) == "2026-11-22T04:14:24.12Z"
