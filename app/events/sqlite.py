@@ -127,9 +127,12 @@ class SqliteEventStore:
     BURST_BATCH = 64
     BURST_GATHER = 0.005
     GATHER_STEP = 0.001  # ... looking this often whether it still grows
-    # Checkpoint after this long without writes, or after this many transactions whatever happens.
-    CHECKPOINT_IDLE = 0.5
-    CHECKPOINT_MAX = 100
+    # Checkpoint after this long without writes (between bursts: a checkpoint in one holds its
+    # commits back, by tenths of a second for a few bursts' WAL on a busy disk), or, when writes never
+    # pause that long, after this many transactions or bytes of events, whatever happens.
+    CHECKPOINT_IDLE = 0.1
+    CHECKPOINT_MAX = 1000
+    CHECKPOINT_BYTES = 64 * 1024 * 1024
 
     def __init__(self, directory: Path, *, backlog_bytes: int | None = None) -> None:
         self.directory = directory
@@ -385,6 +388,7 @@ class SqliteEventStore:
 
     def _write_loop(self, conn: sqlite3.Connection) -> None:
         uncheckpointed = 0
+        unchecked_bytes = 0
         failures = 0
         last_batch = 0
         batch = self._carry
@@ -393,7 +397,7 @@ class SqliteEventStore:
                 try:
                     batch.append(self._queue.get(timeout=self.CHECKPOINT_IDLE if uncheckpointed else None))
                 except queue.Empty:
-                    uncheckpointed = self._checkpoint(conn)
+                    uncheckpointed = unchecked_bytes = self._checkpoint(conn)
                     continue
                 if self.COALESCE:  # hold the writer back (tests); close() ends the wait
                     self._wakeup.wait(self.COALESCE)
@@ -404,6 +408,7 @@ class SqliteEventStore:
                     batch.append(self._queue.get_nowait())
             last_batch = len(batch)
             self._carry = batch
+            written = self._written_bytes
             try:
                 stop = self._commit(conn, batch)
             except BaseException as exc:
@@ -428,8 +433,9 @@ class SqliteEventStore:
                 self.write_error = None
                 self._set_unavailable(None)
             uncheckpointed += 1
-            if uncheckpointed >= self.CHECKPOINT_MAX:
-                uncheckpointed = self._checkpoint(conn)
+            unchecked_bytes += self._written_bytes - written
+            if uncheckpointed >= self.CHECKPOINT_MAX or unchecked_bytes >= self.CHECKPOINT_BYTES:
+                uncheckpointed = unchecked_bytes = self._checkpoint(conn)
             if stop:
                 self._checkpoint(conn)
                 return
