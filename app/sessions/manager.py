@@ -125,7 +125,13 @@ class SessionManager:
     async def ready(self, session: Session) -> None:
         """Before a message: a session suspended by a restart gets its agent back (or ends)."""
         if session.recovery is not None:
-            await recovery.revive(session)
+            try:
+                await recovery.revive(session)
+            except Exception:
+                # The error answers after what the failed start recorded (its session.ended) is
+                # durable, so the client can read it, as for any other request.
+                await session.log.settled()
+                raise
 
     def new_log(self, session_id: str) -> SessionEventLog:
         settings = self.settings
