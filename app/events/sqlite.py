@@ -125,6 +125,9 @@ class SqliteEventStore:
     COALESCE = 0.0
     # After a batch this large, the writer waits this long for the next one to gather.
     BURST_BATCH = 64
+    # An event larger than this (bytes, StoredEvent.size: a long message's item.completed holds
+    # its text and every chunk's message) starts a transaction of its own.
+    LARGE_EVENT = 256 * 1024
     BURST_GATHER = 0.005
     GATHER_STEP = 0.001  # ... looking this often whether it still grows
     # Checkpoint after this long without writes (between bursts: a checkpoint in one holds its
@@ -148,6 +151,7 @@ class SqliteEventStore:
         self._written_bytes = 0  # writer thread only
         self._writer: threading.Thread | None = None
         self._carry: list[Any] = []  # the batch being written: kept across a writer restart
+        self._rest: list[Any] = []  # ... and what is taken already to be written after it
         self._wakeup = threading.Event()  # ends the writer's waits (close)
         self._reader_pool: ThreadPoolExecutor | None = None
         self._local = threading.local()
@@ -403,15 +407,25 @@ class SqliteEventStore:
                     self._wakeup.wait(self.COALESCE)
                 elif last_batch >= self.BURST_BATCH:
                     self._gather()
+            rest: list[Any] = []
             with contextlib.suppress(queue.Empty):
                 while len(batch) < self.BATCH_MAX:
-                    batch.append(self._queue.get_nowait())
+                    entry = self._queue.get_nowait()
+                    if type(entry) is StoredEvent and entry.size > self.LARGE_EVENT and batch:
+                        # Committed after the events before it, on its own (with what follows):
+                        # writing megabytes would hold back the rest of a stream it ends.
+                        rest.append(entry)
+                        break
+                    batch.append(entry)
             last_batch = len(batch)
-            self._carry = batch
+            self._carry = batch + rest if rest else batch
+            self._rest = rest
             written = self._written_bytes
             try:
                 stop = self._commit(conn, batch)
             except BaseException as exc:
+                batch = self._carry  # (one batch again, in order)
+                self._rest = []
                 cause = storage_cause(exc)
                 if cause is None:
                     # Something in the data: write the batch entry by entry, so only the event
@@ -427,7 +441,7 @@ class SqliteEventStore:
                     self._wakeup.wait(self.RETRY_DELAYS[min(failures, len(self.RETRY_DELAYS) - 1)])
                     failures += 1
                     continue
-            self._carry = batch = []
+            batch = self._carry  # what comes after a large event ([] else)
             failures = 0
             if self._unavailable is not None and not stop:
                 self.write_error = None
@@ -524,7 +538,7 @@ class SqliteEventStore:
             conn.execute("UPDATE sessions SET record = ? WHERE key = ?", (record, key))
 
     def _committed(self, batch: list[Any], marks: dict[str, int], barriers: list[threading.Event]) -> None:
-        self._carry = []  # committed: a restarted loop must not write it again
+        self._carry, self._rest = self._rest, []  # committed: a restarted loop must not write it again
         self._flushed.update(marks)
         self._written_bytes += sum(entry.size for entry in batch if type(entry) is StoredEvent)
         if marks:

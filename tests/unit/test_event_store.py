@@ -92,6 +92,29 @@ def test_reads_never_see_events_the_writer_has_not_committed_yet(store: SqliteEv
     assert log.count == 100
 
 
+def test_a_large_event_is_committed_after_the_events_before_it(store: SqliteEventStore) -> None:
+    batches: list[list[int]] = []
+    original = store._commit
+
+    def recording(conn: sqlite3.Connection, batch: list[Any]) -> bool:
+        batches.append([e.sequence for e in batch if type(e) is StoredEvent])
+        return original(conn, batch)
+
+    store._commit = recording  # type: ignore[method-assign]
+    store.COALESCE = 0.2  # the writer waits: everything below is queued when it takes its batch
+    log = SessionEventLog("s1", store)
+    fill(log, 10)
+    log.append(EventDraft(ITEM_DELTA, {"item_id": "itm_1", "native_item_id": None, "delta": "x" * 300_000}))
+    fill(log, 5, 11)
+    assert store.sync(10)
+    # The stream before it is not held back by the megabytes it writes; nothing is out of order.
+    assert batches[0] == list(range(1, 11))
+    assert batches[1][0] == 11
+    assert [n for batch in batches for n in batch] == list(range(1, 17))
+    assert seqs(store.read("s1", 0, None)) == list(range(1, 17))
+    assert log.count == 16
+
+
 def test_closing_a_store_whose_writer_waits_is_quick(tmp_path: Path) -> None:
     store = reopen(tmp_path)
     store.COALESCE = 30.0
