@@ -125,16 +125,17 @@ class SqliteEventStore:
     COALESCE = 0.0
     # After a batch this large, the writer waits this long for the next one to gather.
     BURST_BATCH = 64
+    BURST_GATHER = 0.005
+    GATHER_STEP = 0.001  # ... looking this often whether it still grows
     # An event larger than this (bytes, StoredEvent.size: a long message's item.completed holds
     # its text and every chunk's message) starts a transaction of its own.
     LARGE_EVENT = 256 * 1024
-    BURST_GATHER = 0.005
-    GATHER_STEP = 0.001  # ... looking this often whether it still grows
     # Checkpoint after this long without writes (between bursts: a checkpoint in one holds its
     # commits back, by tenths of a second for a few bursts' WAL on a busy disk), or, when writes never
-    # pause that long, after this many transactions or bytes of events, whatever happens.
+    # pause that long, after this many transactions (each adds a 16 KiB page or more to the WAL)
+    # or bytes of events, whatever happens.
     CHECKPOINT_IDLE = 0.1
-    CHECKPOINT_MAX = 1000
+    CHECKPOINT_MAX = 250
     CHECKPOINT_BYTES = 64 * 1024 * 1024
 
     def __init__(self, directory: Path, *, backlog_bytes: int | None = None) -> None:
