@@ -8,22 +8,18 @@ import gc
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fastapi import FastAPI
 from pydantic import ValidationError
-from starlette.responses import PlainTextResponse
 
 from app import datadir, startup
 from app.acp.orphans import ProcessRegistry
 from app.agents.node import OnDemandNode
 from app.agents.registry import AgentRegistry, AgentsFileError
-from app.api import agents, events, fs, health, openapi, permissions, problems, questions, sessions, ui
-from app.api._fastapi_compat import app_options
-from app.api.middleware import BridgeMiddleware
+from app.events.log import trim_heap
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore
 from app.sessions import retention
@@ -31,18 +27,14 @@ from app.sessions.client_services import ClientServices
 from app.sessions.manager import SessionManager
 from app.settings import Settings
 
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from app.api.middleware import ASGIApp
+
 VERSION = "0.1.0"
 LOG_FORMAT = "%(levelname)-9s %(name)s: %(message)s"
 SHUTDOWN_GRACE = 2  # seconds (uvicorn takes whole seconds)
-ROUTERS = [
-    health.router,
-    agents.router,
-    sessions.router,
-    events.router,
-    permissions.router,
-    questions.router,
-    fs.router,
-]
 
 
 def open_store(settings: Settings) -> EventStore:
@@ -50,25 +42,34 @@ def open_store(settings: Settings) -> EventStore:
     return SqliteEventStore(settings.resolved_data_dir(), backlog_bytes=settings.event_backlog_bytes)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """The composition root: every service of the server is built here, once, and handed on."""
-    settings = settings or Settings()
-    cache_dir = settings.cache_dir()
-    node = OnDemandNode(cache_dir / "node", settings.install_timeout) if settings.node_on_demand else None
-    registry = AgentRegistry(
-        settings.agents_file, install_dir=cache_dir / "bin", install_timeout=settings.install_timeout, node=node
-    )
-    store = open_store(settings)
-    services = ClientServices()  # what the bridge answers when an agent asks (permissions, files, terminals...)
-    # Agent and terminal process groups, so the next server on the data dir can end a crashed run's.
-    processes = ProcessRegistry(settings.resolved_data_dir() / "processes")
-    manager = SessionManager(settings, registry, store, services, processes)
+class Services:
+    """Every service of the server, built here, once, from the settings, and handed on. Nothing of
+    the HTTP layer: ``create_api`` builds that on top of them."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        cache_dir = settings.cache_dir()
+        self.node = OnDemandNode(cache_dir / "node", settings.install_timeout) if settings.node_on_demand else None
+        self.registry = AgentRegistry(
+            settings.agents_file,
+            install_dir=cache_dir / "bin",
+            install_timeout=settings.install_timeout,
+            node=self.node,
+        )
+        self.store = open_store(settings)
+        # What the bridge answers when an agent asks (permissions, files, terminals...).
+        self.client_services = ClientServices()
+        # Agent and terminal process groups, so the next server on the data dir can end a crashed run's.
+        self.processes = ProcessRegistry(settings.resolved_data_dir() / "processes")
+        self.manager = SessionManager(settings, self.registry, self.store, self.client_services, self.processes)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def running(self) -> AsyncIterator[None]:
+        """From start to shutdown: the data dir, the store, what an earlier run left, the sessions."""
+        settings, store, processes, manager = self.settings, self.store, self.processes, self.manager
         datadir.prepare(settings)
-        if node is not None:
-            node.activate()  # a Node.js installed on demand by an earlier run
+        if self.node is not None:
+            self.node.activate()  # a Node.js installed on demand by an earlier run
         store.open()
         pruning = None
         try:
@@ -79,21 +80,52 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await manager.settle_restored()
             if settings.retention_days > 0:
                 pruning = asyncio.create_task(retention.run(manager, settings.retention_days), name="retention")
-            # What is loaded by now (the ACP SDK's schema models: ~80,000 objects) lives as long as
-            # the server; keeping it out of the collector makes every full collection during an
-            # agent's burst that much cheaper.
-            gc.collect()
-            gc.freeze()
             yield
         finally:
             if pruning is not None:
                 pruning.cancel()
-            if registry.installer is not None:
-                await registry.installer.shutdown()
+            if self.registry.installer is not None:
+                await self.registry.installer.shutdown()
             await manager.shutdown()
             processes.close()
             store.close()  # commits every event still queued
             datadir.remove(settings)
+
+
+def settle_memory() -> None:
+    """What is loaded by now (FastAPI, the routers and models, the ACP SDK) lives as long as the
+    server; keeping it out of the collector makes every full collection during an agent's burst
+    that much cheaper. The collector runs from here on (the command line starts without it), and
+    what start-up freed goes back to the system."""
+    gc.collect()
+    gc.freeze()
+    gc.enable()
+    trim_heap()
+
+
+def middleware_options(settings: Settings) -> dict[str, Any]:
+    """The settings of the one pure ASGI layer (``BridgeMiddleware``)."""
+    return {
+        "token": settings.token,
+        "body_limit": settings.body_limit,
+        "cors_origins": settings.cors_allow_origin,
+        "cors_methods": settings.cors_allow_method,
+        "cors_headers": settings.cors_allow_header,
+        "cors_credentials": settings.cors_allow_credentials,
+    }
+
+
+def create_api(services: Services, lifespan: Any = None) -> FastAPI:
+    """The HTTP application (FastAPI: routers, legacy models, OpenAPI) on top of the services.
+    Imported here, not at start: the server answers ``GET /v1/health`` before this is built."""
+    from app.api import _fastapi_compat
+
+    _fastapi_compat.install()  # before FastAPI sees a model (the routers' imports)
+    from fastapi import FastAPI
+    from starlette.responses import PlainTextResponse
+
+    from app.api import agents, events, fs, health, openapi, permissions, problems, questions, sessions, ui
+    from app.api.middleware import BridgeMiddleware
 
     app = FastAPI(
         title="acp-rest-bridge",
@@ -104,16 +136,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url="/docs",
         redoc_url=None,
         redirect_slashes=False,  # legacy: no trailing-slash tolerance
-        **app_options(),
+        **_fastapi_compat.app_options(),
     )
-    app.state.settings = settings
-    app.state.registry = registry
-    app.state.manager = manager
-    app.state.store = store
+    app.state.settings = services.settings
+    app.state.registry = services.registry
+    app.state.manager = services.manager
+    app.state.store = services.store
     problems.install(app)
     openapi.install(app)
-    for router in ROUTERS:
-        app.include_router(router)
+    for router in (health, agents, sessions, events, permissions, questions, fs):
+        app.include_router(router.router)
     ui.install(app)
 
     @app.get("/", include_in_schema=False)
@@ -121,17 +153,38 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return PlainTextResponse(problems.SERVER_INFO)
 
     # One pure ASGI layer: CORS (answers every OPTIONS) -> auth -> body limit -> encoded-path routing.
-    app.add_middleware(
-        BridgeMiddleware,
-        token=settings.token,
-        body_limit=settings.body_limit,
-        on_error=problems.problem_response,
-        cors_origins=settings.cors_allow_origin,
-        cors_methods=settings.cors_allow_method,
-        cors_headers=settings.cors_allow_header,
-        cors_credentials=settings.cors_allow_credentials,
-    )
+    app.add_middleware(BridgeMiddleware, on_error=problems.problem_response, **middleware_options(services.settings))
     return app
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The composition root: the services and the HTTP application on them, whose lifespan runs
+    the services (as an ASGI app in a test, or for the OpenAPI document)."""
+    services = Services(settings or Settings())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with services.running():
+            settle_memory()
+            yield
+
+    return create_api(services, lifespan)
+
+
+def create_front(services: Services, on_failure: Callable[[str], None]) -> startup.Front:
+    """What the server runs: the services start (lifespan) and ``GET /v1/health`` is answered
+    before the HTTP application is built; it is built right after start (``startup.Front``)."""
+    from app.api.middleware import BridgeMiddleware
+
+    def build() -> ASGIApp:
+        app = create_api(services)
+        settle_memory()
+        return app
+
+    def early(inner: ASGIApp) -> ASGIApp:
+        return BridgeMiddleware(inner, on_error=startup.problem_app, **middleware_options(services.settings))
+
+    return startup.Front(services.running, build, early, on_failure)
 
 
 def openapi_document(app: FastAPI | None = None) -> dict[str, Any]:
@@ -213,14 +266,14 @@ def cli(argv: Sequence[str] | None = None) -> None:
             "(e.g. -O http://localhost:5173), repeating the flag"
         )
     try:
-        app = create_app(settings)
+        services = Services(settings)
         datadir.prepare(settings)
-        app.state.store.open()  # here, so a locked or unusable data dir is a one-line error
+        services.store.open()  # here, so a locked or unusable data dir is a one-line error
         sock = startup.listen(settings.host, settings.port)
     except (AgentsFileError, StoreError, startup.StartError, OSError) as exc:
         datadir.remove(settings)
         sys.exit(f"acp-rest-bridge: {exc}")
-    print(startup.startup_line(settings, app.state.registry, sock), file=sys.stderr, flush=True)
+    print(startup.startup_line(settings, services.registry, sock), file=sys.stderr, flush=True)
     warning = startup.open_api_warning(settings)
     if warning:
         print(warning, file=sys.stderr, flush=True)
@@ -229,19 +282,28 @@ def cli(argv: Sequence[str] | None = None) -> None:
     # The bridge's own records (and the ACP SDK's, which go to the root logger) at the chosen level.
     level = logging.getLevelName(settings.log_level.upper())
     logging.basicConfig(level=level if isinstance(level, int) else logging.INFO, format=LOG_FORMAT)
+    failures: list[str] = []
+
+    def fail(reason: str) -> None:  # the HTTP application could not be built: stop, say why
+        failures.append(reason)
+        server.should_exit = True
+
     # The legacy API has no WebSocket route: no WebSocket library is loaded.
     # SIGTERM: requests still running after SHUTDOWN_GRACE seconds (an npm install nobody waits for,
     # a long create) are cancelled, which stops what they started, so the server exits promptly.
     config = uvicorn.Config(
-        app,
+        create_front(services, fail),
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
         access_log=False,
         ws="none",
+        lifespan="on",
         timeout_graceful_shutdown=SHUTDOWN_GRACE,
     )
     server = uvicorn.Server(config)
     server.run(sockets=[sock])  # the socket bound above
+    if failures:
+        sys.exit(f"acp-rest-bridge: {failures[0]}")
     if not server.started:
         sys.exit(3)

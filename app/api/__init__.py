@@ -1,3 +1,0 @@
-from ._fastapi_compat import install
-
-install()

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
 import functools
 from bisect import bisect_left, bisect_right
 from collections.abc import AsyncIterator, Callable
@@ -122,6 +120,8 @@ def trim_heap() -> None:
 @functools.cache
 def _malloc_trim() -> Any:
     """glibc's ``malloc_trim`` (None elsewhere): without it, freed memory stays in the process."""
+    import ctypes.util  # here, not at start-up (~4 ms)
+
     try:
         return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
     except (OSError, AttributeError):

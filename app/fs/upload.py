@@ -16,15 +16,17 @@ import os
 import posixpath
 import shutil
 import stat
-import tarfile
 import tempfile
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from app.errors import InvalidRequest, StreamError
 
 from .ops import make_dirs, remove_dirs
 from .paths import Confinement, clean_relative, is_within, os_error
+
+if TYPE_CHECKING:
+    import tarfile
 
 # Legacy: only the first 1024 unpacked paths are listed, then `truncated: true`.
 MAX_LISTED_PATHS = 1024
@@ -146,6 +148,8 @@ class TarUpload:
 
     # ---- unpacking into the staging tree ------------------------------------------------------
     def _unpack(self) -> tuple[list[str], int]:
+        import tarfile  # here: an idle server does not hold it (0.4 MB)
+
         paths: list[str] = []
         total = 0
         declared = 0

@@ -15,15 +15,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
-
-from app.acp.sdk import RequestError
-from app.translate.extensions import ERROR_NOTIFICATION
-
-from . import agent_setup, file_service, permission_requests, question_requests, terminals
-
-# Message chunks say nothing about tool calls or config options (what observe_update looks for).
-_CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk", "user_message_chunk"})
 
 if TYPE_CHECKING:
     from .session import Session
@@ -31,6 +24,9 @@ if TYPE_CHECKING:
 Handle = Callable[["Session", Any, Any], Awaitable[Any]]
 Observe = Callable[["Session", dict[str, Any]], None]
 Notification = Callable[["Session", dict[str, Any]], None]
+
+# Message chunks say nothing about tool calls or config options (what observe_update looks for).
+_CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk", "user_message_chunk"})
 
 
 @dataclass(slots=True, frozen=True)
@@ -48,6 +44,15 @@ class ClientServices:
     """Every ACP client method and notification the bridge serves, by JSON-RPC method name."""
 
     def __init__(self, methods: list[ClientMethod] | None = None) -> None:
+        self._methods = methods
+
+    # The handlers (and the ACP SDK they use) are loaded when the first session needs them, not
+    # when the server starts: it answers /v1/health before.
+    @cached_property
+    def methods(self) -> dict[str, ClientMethod]:
+        from . import file_service, permission_requests, question_requests, terminals
+
+        methods = self._methods
         if methods is None:
             # In this order (the order of clientCapabilities' members).
             methods = [
@@ -76,12 +81,14 @@ class ClientServices:
                 ClientMethod("terminal/kill", terminals.kill),
                 ClientMethod("terminal/release", terminals.release),
             ]
-        self.methods: dict[str, ClientMethod] = {m.method: m for m in methods}
-        # Notifications from the agent other than session/update.
-        self.notifications: dict[str, Notification] = {
-            "$/cancel_request": cancel_request,
-            ERROR_NOTIFICATION: agent_error,
-        }
+        return {m.method: m for m in methods}
+
+    @cached_property
+    def notifications(self) -> dict[str, Notification]:
+        """Notifications from the agent other than session/update."""
+        from app.translate.extensions import ERROR_NOTIFICATION
+
+        return {"$/cancel_request": cancel_request, ERROR_NOTIFICATION: agent_error}
 
     def client_capabilities(self, disabled: frozenset[str] = frozenset()) -> dict[str, Any]:
         caps: dict[str, Any] = {}
@@ -97,8 +104,15 @@ class ClientServices:
         update = params.get("update") if type(params) is dict else None
         if type(update) is dict and update.get("sessionUpdate") in _CHUNKS:
             return  # (most updates of a stream): nothing here looks at them
-        permission_requests.remember_tool_calls(session, message)
-        agent_setup.refresh_models(session.spec, message)
+        remember_tool_calls, refresh_models = self._update_observers
+        remember_tool_calls(session, message)
+        refresh_models(session.spec, message)
+
+    @cached_property
+    def _update_observers(self) -> tuple[Observe, Callable[[Any, dict[str, Any]], None]]:
+        from . import agent_setup, permission_requests
+
+        return permission_requests.remember_tool_calls, agent_setup.refresh_models
 
     def observe_request(self, session: Session, method: str, message: dict[str, Any]) -> None:
         service = self.methods.get(method)
@@ -117,6 +131,8 @@ class ClientServices:
     async def handle(self, session: Session, method: str, params: Any, request_id: Any) -> Any:
         service = self.methods.get(method)
         if service is None or method in session.spec.disabled_services:
+            from app.acp.sdk import RequestError
+
             raise RequestError.method_not_found(method)
         return await service.handle(session, params, request_id)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.acp.orphans import ProcessRegistry
 from app.acp.process import ExitInfo
@@ -24,12 +24,13 @@ from app.events.store import EventStore
 from app.events.text import clean_text
 from app.settings import Settings
 
-from . import recovery
-from .agent_setup import check_request
-from .client_services import ClientServices
 from .config import SessionConfig
-from .session import EndReason, Session
-from .skills import link_requested_skills
+
+if TYPE_CHECKING:
+    # Loaded when a session is first made or restored, not at start: the server answers
+    # /v1/health before any of it (and the ACP SDK) is needed.
+    from .client_services import ClientServices
+    from .session import EndReason, Session
 
 log = logging.getLogger("acp_rest_bridge.sessions")
 
@@ -77,6 +78,9 @@ class SessionManager:
             self._sessions[session.id] = session
 
     def _restored(self, record: dict[str, Any]) -> Session:
+        from . import recovery
+        from .session import Session
+
         info = record["info"]
         config = SessionConfig(**record["config"])
         # What the agent reported (model, title) wins, as in SessionInfo.
@@ -117,6 +121,8 @@ class SessionManager:
         is closed in their logs, and they wait for their next message (``recovery``)."""
         for session in list(self._sessions.values()):
             if session.recovery is not None:
+                from . import recovery
+
                 try:
                     await recovery.settle(session, self.store)
                 except Exception:
@@ -125,6 +131,8 @@ class SessionManager:
     async def ready(self, session: Session) -> None:
         """Before a message: a session suspended by a restart gets its agent back (or ends)."""
         if session.recovery is not None:
+            from . import recovery
+
             try:
                 await recovery.revive(session)
             except Exception:
@@ -168,6 +176,8 @@ class SessionManager:
         model = request.get("model")
         if model is None:
             model = spec.models_response().get("defaultModel")
+        from .agent_setup import check_request
+
         check_request(spec, agent_mode, permission_mode, request.get("model"))
         return SessionConfig(
             agent=spec.id,
@@ -183,6 +193,9 @@ class SessionManager:
         )
 
     async def create(self, session_id: str, request: dict[str, Any]) -> Session:
+        from .session import Session
+        from .skills import link_requested_skills
+
         spec = self.registry.get(request["agent"])  # 400 unsupported_agent first
         if session_id in self._sessions or session_id in self._creating:
             raise SessionAlreadyExists(session_id)

@@ -7,9 +7,10 @@ import socket
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from app.agents.registry import AgentRegistry
-from app.main import _parser
+from app.main import _parser, settings_error, settings_from_args
 from app.settings import Settings
 from app.settings_table import FLAGS, render
 from app.startup import StartError, listen, open_api_warning, startup_line
@@ -55,6 +56,29 @@ def test_list_settings_take_plain_or_json_values(
     settings = Settings()
     assert settings.cors_allow_method == expected
     assert settings.cors_allow_header == expected
+
+
+def test_environment_variables_any_case_flags_win_and_bad_values_are_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("acp_bridge_port", "1234")
+    monkeypatch.setenv("ACP_BRIDGE_NO_TOKEN", "yes")
+    monkeypatch.setenv("ACP_BRIDGE_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("ACP_BRIDGE_NOT_A_SETTING", "ignored")
+    settings = Settings()
+    assert (settings.port, settings.no_token, settings.data_dir) == (1234, True, tmp_path)
+    assert Settings(port=5, data_dir=None).port == 5 and Settings(data_dir=None).data_dir is None
+    monkeypatch.setenv("ACP_BRIDGE_PORT", "x")
+    monkeypatch.setenv("ACP_BRIDGE_INSTALL_TIMEOUT", "soon")
+    with pytest.raises(ValidationError) as caught:
+        settings_from_args(_parser().parse_args(["server"]))
+    assert settings_error(caught.value) == (
+        "invalid setting --port / ACP_BRIDGE_PORT: Input should be a valid integer, unable to parse string as an "
+        "integer; --install-timeout / ACP_BRIDGE_INSTALL_TIMEOUT: Input should be a valid number, unable to parse "
+        "string as a number"
+    )
+    monkeypatch.delenv("ACP_BRIDGE_INSTALL_TIMEOUT")
+    assert settings_from_args(_parser().parse_args(["server", "-p", "7"])).port == 7  # the flag wins
 
 
 def test_no_data_dir_means_a_private_one_and_the_user_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
