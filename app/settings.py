@@ -1,8 +1,4 @@
-"""Server settings. Every field reads an ``ACP_BRIDGE_<NAME>`` environment variable; CLI flags win.
-
-A pydantic model that reads its variables itself, as pydantic-settings would for these fields (the
-name in any case, the value as a string, validated as the field's type; given values win), without
-that package's import cost at start-up."""
+"""Server settings. Every field reads an ``ACP_BRIDGE_<NAME>`` environment variable; CLI flags win."""
 
 from __future__ import annotations
 
@@ -11,15 +7,14 @@ import os
 import secrets
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-ENV_PREFIX = "ACP_BRIDGE_"
 
-
-class Settings(BaseModel):
-    model_config = ConfigDict(extra="ignore", validate_default=True)
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ACP_BRIDGE_", extra="ignore")
 
     host: str = "127.0.0.1"
     port: int = 2468
@@ -28,9 +23,9 @@ class Settings(BaseModel):
     no_token: bool = False
 
     # Env: a JSON list or comma-separated values.
-    cors_allow_origin: list[str] = Field(default_factory=list)
-    cors_allow_method: list[str] = Field(default_factory=list)
-    cors_allow_header: list[str] = Field(default_factory=list)
+    cors_allow_origin: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    cors_allow_method: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    cors_allow_header: Annotated[list[str], NoDecode] = Field(default_factory=list)
     cors_allow_credentials: bool = False
 
     agents_file: Path | None = None
@@ -64,7 +59,7 @@ class Settings(BaseModel):
 
     # Directories /v1/fs and the agents' fs/* requests are confined to (symlinks resolved); empty:
     # no confinement, as legacy. Env: a JSON list or `:`-separated paths.
-    fs_roots: list[str] = Field(default_factory=list)
+    fs_roots: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # Newest events of each session kept in memory (besides those not yet written to disk), by
     # count and by bytes; an ended session keeps none.
     event_tail: int = 4096
@@ -91,17 +86,6 @@ class Settings(BaseModel):
     transcript_dir: Path | None = None
 
     log_level: str = "warning"
-
-    @model_validator(mode="before")
-    @classmethod
-    def _environment(cls, data: Any) -> Any:
-        """A field not given reads ``ACP_BRIDGE_<NAME>`` (the name in any case)."""
-        if not isinstance(data, dict):
-            return data
-        environ = {key.lower(): value for key, value in os.environ.items()}
-        prefix = ENV_PREFIX.lower()
-        found = {name: environ[prefix + name] for name in cls.model_fields if prefix + name in environ}
-        return {**found, **data}
 
     @field_validator("cors_allow_origin", "cors_allow_method", "cors_allow_header", mode="before")
     @classmethod

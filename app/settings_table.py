@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic_core import PydanticUndefined
 
-from app.settings import ENV_PREFIX, Settings
+from app.settings import Settings
 
 # The flags of `acp-rest-bridge server`, by setting (app.main's parser has exactly these).
 FLAGS: dict[str, tuple[str, ...]] = {
@@ -92,10 +92,11 @@ def _default(name: str, field: Any) -> str:
 
 def render() -> str:
     """The Markdown table, one row per setting."""
+    prefix = Settings.model_config.get("env_prefix", "")
     rows = ["| flag | env | default | meaning |", "|---|---|---|---|"]
     for name, field in Settings.model_fields.items():
         flags = ", ".join(f"`{flag}`" for flag in FLAGS.get(name, ()))
-        env = f"`{ENV_PREFIX}{name.upper()}`"
+        env = f"`{prefix}{name.upper()}`"
         if name in LIST_ENV:
             env += f" ({LIST_ENV[name]})"
         elif field.annotation is not None and "list" in str(field.annotation):

@@ -184,7 +184,7 @@ class Front:
         try:
             self.app = await asyncio.to_thread(self.build)
         except Exception as exc:
-            log.debug("building the HTTP application failed", exc_info=True)
+            log.error("building the HTTP application failed", exc_info=True)
             self.failure = f"cannot build the HTTP application: {type(exc).__name__}: {exc}"
             self.on_failure(self.failure)
         finally:

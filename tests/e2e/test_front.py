@@ -146,11 +146,11 @@ def test_the_server_exits_with_one_line_when_its_application_cannot_be_built(tmp
 
 
 def test_what_answers_health_loads_neither_fastapi_nor_the_acp_sdk() -> None:
-    """The start-up cost: the command line and the services import no FastAPI, Starlette,
-    pydantic-settings or ACP SDK (the application and the first session load them)."""
+    """The start-up cost: the command line and the services import no FastAPI, Starlette or
+    ACP SDK (the application and the first session load them)."""
     code = (
         "import sys, app.main, app.startup, app.api.middleware\n"
-        "heavy = {'fastapi', 'starlette', 'pydantic_settings', 'acp'}\n"
+        "heavy = {'fastapi', 'starlette', 'acp'}\n"
         "loaded = sorted({m.split('.')[0] for m in sys.modules} & heavy)\n"
         "assert not loaded, loaded\n"
     )
