@@ -101,7 +101,7 @@ def test_a_large_event_is_committed_after_the_events_before_it(store: SqliteEven
         return original(conn, batch)
 
     store._commit = recording  # type: ignore[method-assign]
-    store.COALESCE = 0.2  # the writer waits: everything below is queued when it takes its batch
+    store.COALESCE = 0.5  # the writer waits: everything below is queued when it takes its batch
     log = SessionEventLog("s1", store)
     fill(log, 10)
     log.append(EventDraft(ITEM_DELTA, {"item_id": "itm_1", "native_item_id": None, "delta": "x" * 300_000}))
