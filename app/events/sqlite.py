@@ -127,9 +127,16 @@ class SqliteEventStore:
     BURST_BATCH = 64
     BURST_GATHER = 0.005
     GATHER_STEP = 0.001  # ... looking this often whether it still grows
-    # Checkpoint after this long without writes, or after this many transactions whatever happens.
-    CHECKPOINT_IDLE = 0.5
-    CHECKPOINT_MAX = 100
+    # An event larger than this (bytes, StoredEvent.size: a long message's item.completed holds
+    # its text and every chunk's message) starts a transaction of its own.
+    LARGE_EVENT = 256 * 1024
+    # Checkpoint after this long without writes (between bursts: a checkpoint in one holds its
+    # commits back, by tenths of a second for a few bursts' WAL on a busy disk), or, when writes never
+    # pause that long, after this many transactions (each adds a 16 KiB page or more to the WAL)
+    # or bytes of events, whatever happens.
+    CHECKPOINT_IDLE = 0.1
+    CHECKPOINT_MAX = 250
+    CHECKPOINT_BYTES = 64 * 1024 * 1024
 
     def __init__(self, directory: Path, *, backlog_bytes: int | None = None) -> None:
         self.directory = directory
@@ -145,6 +152,7 @@ class SqliteEventStore:
         self._written_bytes = 0  # writer thread only
         self._writer: threading.Thread | None = None
         self._carry: list[Any] = []  # the batch being written: kept across a writer restart
+        self._rest: list[Any] = []  # ... and what is taken already to be written after it
         self._wakeup = threading.Event()  # ends the writer's waits (close)
         self._reader_pool: ThreadPoolExecutor | None = None
         self._local = threading.local()
@@ -385,6 +393,7 @@ class SqliteEventStore:
 
     def _write_loop(self, conn: sqlite3.Connection) -> None:
         uncheckpointed = 0
+        unchecked_bytes = 0
         failures = 0
         last_batch = 0
         batch = self._carry
@@ -393,20 +402,31 @@ class SqliteEventStore:
                 try:
                     batch.append(self._queue.get(timeout=self.CHECKPOINT_IDLE if uncheckpointed else None))
                 except queue.Empty:
-                    uncheckpointed = self._checkpoint(conn)
+                    uncheckpointed = unchecked_bytes = self._checkpoint(conn)
                     continue
                 if self.COALESCE:  # hold the writer back (tests); close() ends the wait
                     self._wakeup.wait(self.COALESCE)
                 elif last_batch >= self.BURST_BATCH:
                     self._gather()
+            rest: list[Any] = []
             with contextlib.suppress(queue.Empty):
                 while len(batch) < self.BATCH_MAX:
-                    batch.append(self._queue.get_nowait())
+                    entry = self._queue.get_nowait()
+                    if type(entry) is StoredEvent and entry.size > self.LARGE_EVENT and batch:
+                        # Committed after the events before it, on its own (with what follows):
+                        # writing megabytes would hold back the rest of a stream it ends.
+                        rest.append(entry)
+                        break
+                    batch.append(entry)
             last_batch = len(batch)
-            self._carry = batch
+            self._carry = batch + rest if rest else batch
+            self._rest = rest
+            written = self._written_bytes
             try:
                 stop = self._commit(conn, batch)
             except BaseException as exc:
+                batch = self._carry  # (one batch again, in order)
+                self._rest = []
                 cause = storage_cause(exc)
                 if cause is None:
                     # Something in the data: write the batch entry by entry, so only the event
@@ -422,14 +442,15 @@ class SqliteEventStore:
                     self._wakeup.wait(self.RETRY_DELAYS[min(failures, len(self.RETRY_DELAYS) - 1)])
                     failures += 1
                     continue
-            self._carry = batch = []
+            batch = self._carry  # what comes after a large event ([] else)
             failures = 0
             if self._unavailable is not None and not stop:
                 self.write_error = None
                 self._set_unavailable(None)
             uncheckpointed += 1
-            if uncheckpointed >= self.CHECKPOINT_MAX:
-                uncheckpointed = self._checkpoint(conn)
+            unchecked_bytes += self._written_bytes - written
+            if uncheckpointed >= self.CHECKPOINT_MAX or unchecked_bytes >= self.CHECKPOINT_BYTES:
+                uncheckpointed = unchecked_bytes = self._checkpoint(conn)
             if stop:
                 self._checkpoint(conn)
                 return
@@ -518,7 +539,7 @@ class SqliteEventStore:
             conn.execute("UPDATE sessions SET record = ? WHERE key = ?", (record, key))
 
     def _committed(self, batch: list[Any], marks: dict[str, int], barriers: list[threading.Event]) -> None:
-        self._carry = []  # committed: a restarted loop must not write it again
+        self._carry, self._rest = self._rest, []  # committed: a restarted loop must not write it again
         self._flushed.update(marks)
         self._written_bytes += sum(entry.size for entry in batch if type(entry) is StoredEvent)
         if marks:

@@ -25,6 +25,9 @@ Handle = Callable[["Session", Any, Any], Awaitable[Any]]
 Observe = Callable[["Session", dict[str, Any]], None]
 Notification = Callable[["Session", dict[str, Any]], None]
 
+# Message chunks say nothing about tool calls or config options (what observe_update looks for).
+_CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk", "user_message_chunk"})
+
 
 @dataclass(slots=True, frozen=True)
 class ClientMethod:
@@ -97,6 +100,10 @@ class ClientServices:
     # ---- called by the session, in wire order (must not await) ---------------------------------
     def observe_update(self, session: Session, message: dict[str, Any]) -> None:
         """Every `session/update`, before it is translated."""
+        params = message.get("params")
+        update = params.get("update") if type(params) is dict else None
+        if type(update) is dict and update.get("sessionUpdate") in _CHUNKS:
+            return  # (most updates of a stream): nothing here looks at them
         remember_tool_calls, refresh_models = self._update_observers
         remember_tool_calls(session, message)
         refresh_models(session.spec, message)

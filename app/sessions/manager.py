@@ -133,7 +133,13 @@ class SessionManager:
         if session.recovery is not None:
             from . import recovery
 
-            await recovery.revive(session)
+            try:
+                await recovery.revive(session)
+            except Exception:
+                # The error answers after what the failed start recorded (its session.ended) is
+                # durable, so the client can read it, as for any other request.
+                await session.log.settled()
+                raise
 
     def new_log(self, session_id: str) -> SessionEventLog:
         settings = self.settings

@@ -100,7 +100,8 @@ class ItemLifecycle:
             head = f'{{"item_id":{encode_basestring(item_id)},"native_item_id":{native},"delta":'
             self._delta_head = ((item_id, native_item_id), head)
         data = {"item_id": item_id, "native_item_id": native_item_id, "delta": delta}
-        return EventDraft(ITEM_DELTA, data, raw=raw, data_json=head + encode_basestring(delta) + "}")
+        # (positional: type, data, synthetic, raw, native_session_id, data_json)
+        return EventDraft(ITEM_DELTA, data, False, raw, None, head + encode_basestring(delta) + "}")
 
     def completed(self, item: dict[str, Any], *, raw: Any = None, synthetic: bool = False) -> list[EventDraft]:
         item_id = item["item_id"]

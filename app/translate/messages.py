@@ -147,6 +147,28 @@ class MessageAssembler:
         self.user_echo: str | None = None
 
     # ---- chunks ----------------------------------------------------------------------------
+    def more_text(self, update: dict[str, Any], raw: Any) -> list[EventDraft] | None:
+        """What ``chunk`` does with the common chunk of a stream, in fewer steps: more text (ASCII,
+        so no surrogate to mend) for the open, started message of the same messageId, from a
+        non-reasoning chunk without ``_meta``. None when the chunk is any other: ``chunk`` decides."""
+        current = self.open
+        if current is None or not current.started or current.held:
+            return None
+        key = update.get("messageId")
+        if key != current.key or type(key) is not str or not key:
+            return None
+        block = update.get("content")
+        if type(block) is not dict or block.get("type") != "text":
+            return None
+        text = block.get("text")
+        if type(text) is not str or not text.isascii():
+            return None
+        current.add_text("text", None, text)
+        current.raw.append(kept_raw(raw))
+        if text and current.kind == "message":
+            return [self._lifecycle.delta_draft(current.item_id, current.native_item_id, text, raw)]
+        return []
+
     def chunk(
         self,
         update: dict[str, Any],

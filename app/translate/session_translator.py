@@ -151,10 +151,15 @@ class SessionTranslator:
         try:
             chunk = CHUNK_KINDS.get(kind)
             if chunk is not None:
-                problem = block_problem(update.get("content"))
-                if problem is not None:
-                    return self.unparsed(f"invalid {kind}: {problem}", "session/update", raw)
-                drafts = self.messages.chunk(update, raw, *chunk)
+                # The common chunk (more text of the open message) takes the short way.
+                more = None if chunk[1] or "_meta" in update else self.messages.more_text(update, raw)
+                if more is not None:
+                    drafts = more
+                else:
+                    problem = block_problem(update.get("content"))
+                    if problem is not None:
+                        return self.unparsed(f"invalid {kind}: {problem}", "session/update", raw)
+                    drafts = self.messages.chunk(update, raw, *chunk)
             else:
                 handler = UPDATE_HANDLERS.get(kind)
                 if handler is None:

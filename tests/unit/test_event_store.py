@@ -92,6 +92,29 @@ def test_reads_never_see_events_the_writer_has_not_committed_yet(store: SqliteEv
     assert log.count == 100
 
 
+def test_a_large_event_is_committed_after_the_events_before_it(store: SqliteEventStore) -> None:
+    batches: list[list[int]] = []
+    original = store._commit
+
+    def recording(conn: sqlite3.Connection, batch: list[Any]) -> bool:
+        batches.append([e.sequence for e in batch if type(e) is StoredEvent])
+        return original(conn, batch)
+
+    store._commit = recording  # type: ignore[method-assign]
+    store.COALESCE = 0.5  # the writer waits: everything below is queued when it takes its batch
+    log = SessionEventLog("s1", store)
+    fill(log, 10)
+    log.append(EventDraft(ITEM_DELTA, {"item_id": "itm_1", "native_item_id": None, "delta": "x" * 300_000}))
+    fill(log, 5, 11)
+    assert store.sync(10)
+    # The stream before it is not held back by the megabytes it writes; nothing is out of order.
+    assert batches[0] == list(range(1, 11))
+    assert batches[1][0] == 11
+    assert [n for batch in batches for n in batch] == list(range(1, 17))
+    assert seqs(store.read("s1", 0, None)) == list(range(1, 17))
+    assert log.count == 16
+
+
 def test_closing_a_store_whose_writer_waits_is_quick(tmp_path: Path) -> None:
     store = reopen(tmp_path)
     store.COALESCE = 30.0
@@ -455,3 +478,20 @@ def test_the_written_out_envelope_is_exactly_the_serialised_dict(
     )
     assert text == json.dumps(expected, separators=(",", ":"), ensure_ascii=False)
     assert "\n" not in text and "\r" not in text
+
+
+def test_time_is_formatted_as_the_legacy_server_did_across_seconds() -> None:
+    from datetime import UTC, datetime
+
+    from app.events.envelope import format_time
+
+    def expected(ns: int) -> str:
+        seconds, frac = divmod(ns, 1_000_000_000)
+        base = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        return f"{base}.{frac:09d}".rstrip("0") + "Z" if frac else base + "Z"
+
+    start = 1_795_320_864_000_000_000
+    # Within a second, across its end, a clock that steps back, whole seconds, trailing zeros.
+    for ns in (start + 667_647_668, start + 999_999_999, start + 1_000_000_001, start - 1, start, start + 100):
+        assert format_time(ns) == expected(ns)
+    assert format_time(start + 120_000_000) == "2026-11-22T04:14:24.12Z"
