@@ -10,16 +10,14 @@ outside CI, with the reason), and skip everywhere with ``ACP_BRIDGE_TEST_REAL_AG
 
 from __future__ import annotations
 
-import json
-import shutil
 import sys
 from typing import Any
 
 import pytest
 
 from tests.realagents import fake_llm
-from tests.realagents.legacy import install_outside
-from tests.realagents.netns import isolation, opted_out, run_isolated, unavailable
+from tests.realagents.legacy import ready
+from tests.realagents.netns import driver_report
 
 DRIVER_TIMEOUT = 600.0
 PLAN_PREFIX = "Make a plan before acting."
@@ -28,21 +26,10 @@ PLAN_PREFIX = "Make a plan before acting."
 @pytest.fixture(scope="module", params=["codex", "claude", "opencode"])
 def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     agent: str = request.param
-    opted_out()
-    iso = isolation()
-    if not iso.available:
-        unavailable(iso.reason)
-    if shutil.which("npm") is None or shutil.which("node") is None:
-        unavailable("npm/node are not installed: the legacy agents are npm packages")
-    installed = install_outside(agent)
-    if installed["status"] != 204:
-        unavailable(f"{agent} could not be installed: {installed['body'][-1500:]}")
+    installed = ready(agent)
     out = tmp_path_factory.mktemp(f"legacy-{agent}") / "report.json"
     argv = [sys.executable, "-m", "tests.realagents.legacy", "--agent", agent, "--out", str(out)]
-    done = run_isolated(argv, timeout=DRIVER_TIMEOUT)
-    assert done.returncode == 0 and out.exists(), f"driver failed ({done.returncode}):\n{done.stderr[-4000:]}"
-    report: dict[str, Any] = json.loads(out.read_text())
-    assert "failure" not in report, f"{report['failure']}\nbridge log:\n{report.get('bridge_log_tail')}"
+    report = driver_report(argv, out, DRIVER_TIMEOUT)
     assert report["install"]["status"] == 204, report["install"]  # installed: the call is a no-op
     print(f"{agent}: install {installed['seconds']} s, timings {report['timings']}")
     return report

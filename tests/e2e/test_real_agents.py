@@ -18,7 +18,7 @@ import pytest
 
 from tests.realagents import fake_llm
 from tests.realagents.agents import RECIPES, AgentUnavailable, install
-from tests.realagents.netns import isolation, opted_out, run_isolated, unavailable
+from tests.realagents.netns import driver_report, isolation, opted_out, unavailable
 
 DRIVER_TIMEOUT = 240.0
 
@@ -34,11 +34,7 @@ def run_driver(agent: str, out: Path) -> dict[str, Any]:
         unavailable(f"{agent} not installable: {exc}")
     argv = [sys.executable, "-m", "tests.realagents.driver", "--agent", agent]
     argv += ["--agent-command", json.dumps(command), "--out", str(out)]
-    done = run_isolated(argv, timeout=DRIVER_TIMEOUT)
-    assert done.returncode == 0 and out.exists(), f"driver failed ({done.returncode}):\n{done.stderr[-4000:]}"
-    report: dict[str, Any] = json.loads(out.read_text())
-    assert "failure" not in report, f"{report['failure']}\nbridge log:\n{report.get('bridge_log_tail')}"
-    return report
+    return driver_report(argv, out, DRIVER_TIMEOUT)
 
 
 # claude-agent-acp (the adapter of the legacy `claude` id) runs in test_legacy_agents.py.

@@ -14,16 +14,14 @@ when the namespace, npm or the registry is missing (skips outside CI, and with
 
 from __future__ import annotations
 
-import json
-import shutil
 import sys
 from collections import Counter
 from typing import Any
 
 import pytest
 
-from tests.realagents.legacy import install_outside
-from tests.realagents.netns import isolation, opted_out, run_isolated, unavailable
+from tests.realagents.legacy import ready
+from tests.realagents.netns import driver_report
 from tests.realagents.restart import MESSAGES
 
 DRIVER_TIMEOUT = 300.0
@@ -33,23 +31,12 @@ META = "sandbox-agent/resume"
 @pytest.fixture(scope="module", params=["session/resume", "session/load"], ids=["resume", "load"])
 def report(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     method: str = request.param
-    opted_out()
-    iso = isolation()
-    if not iso.available:
-        unavailable(iso.reason)
-    if shutil.which("npm") is None or shutil.which("node") is None:
-        unavailable("npm/node are not installed: codex-acp is an npm package")
-    installed = install_outside("codex")
-    if installed["status"] != 204:
-        unavailable(f"codex could not be installed: {installed['body'][-1500:]}")
+    ready("codex")
     out = tmp_path_factory.mktemp("restart-codex") / "report.json"
     argv = [sys.executable, "-m", "tests.realagents.restart", "--agent", "codex", "--out", str(out)]
     if method == "session/load":
         argv += ["--hide", "sessionCapabilities.resume"]
-    done = run_isolated(argv, timeout=DRIVER_TIMEOUT)
-    assert done.returncode == 0 and out.exists(), f"driver failed ({done.returncode}):\n{done.stderr[-4000:]}"
-    result: dict[str, Any] = json.loads(out.read_text())
-    assert "failure" not in result, f"{result['failure']}\nbridge log:\n{result.get('bridge_log_tail')}"
+    result = driver_report(argv, out, DRIVER_TIMEOUT)
     assert result["create"]["status"] == 200, result["create"]
     print(f"codex through restarts ({method}): timings {result['timings']}")
     result["method"] = method

@@ -33,7 +33,7 @@ def cache_root() -> Path:
     return Path(configured).expanduser() if configured else Path.home() / ".cache" / "acp-rest-bridge-test" / "npm"
 
 
-def _home_env(home: Path) -> dict[str, str]:
+def home_env(home: Path) -> dict[str, str]:
     return {
         "HOME": str(home),
         "XDG_CONFIG_HOME": str(home / ".config"),
@@ -43,9 +43,9 @@ def _home_env(home: Path) -> dict[str, str]:
     }
 
 
-def _claude_env(home: Path, llm_url: str) -> dict[str, str]:
+def claude_env(home: Path, llm_url: str) -> dict[str, str]:
     env = {
-        **_home_env(home),
+        **home_env(home),
         "ANTHROPIC_BASE_URL": llm_url,
         "ANTHROPIC_API_KEY": "sk-ant-fake",
         "CLAUDE_CONFIG_DIR": str(home / ".claude"),
@@ -62,7 +62,7 @@ def _claude_env(home: Path, llm_url: str) -> dict[str, str]:
 
 def _gemini_env(home: Path, llm_url: str) -> dict[str, str]:
     return {
-        **_home_env(home),
+        **home_env(home),
         "GOOGLE_GEMINI_BASE_URL": llm_url,  # selects the gateway auth: no login needed
         "GEMINI_API_KEY": "fake-key",
         "GEMINI_CLI_NO_RELAUNCH": "true",
@@ -124,7 +124,7 @@ RECIPES: dict[str, AgentRecipe] = {
             package="@zed-industries/claude-code-acp",
             version="0.16.2",
             bin="node_modules/.bin/claude-code-acp",
-            env=_claude_env,
+            env=claude_env,
             no_ask_mode="bypassPermissions",
             client_services=("fs/read_text_file", "fs/write_text_file", "terminal/create"),
             profile="claude",
@@ -136,7 +136,7 @@ RECIPES: dict[str, AgentRecipe] = {
             package="@zed-industries/claude-agent-acp",
             version="0.23.1",
             bin="node_modules/.bin/claude-agent-acp",
-            env=_claude_env,
+            env=claude_env,
             no_ask_mode="bypassPermissions",
         ),
         AgentRecipe(

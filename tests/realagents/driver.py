@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -32,9 +30,9 @@ from urllib.parse import quote
 
 import httpx
 
-from tests.realagents.agents import RECIPES, AgentRecipe, scrubbed_environ
+from tests.realagents.agents import RECIPES, AgentRecipe
 from tests.realagents.fake_llm import FakeLLMServer
-from tests.realagents.netns import write_report
+from tests.realagents.netns import run_driver
 from tests.support import Bridge, descendants, iter_sse, start_bridge, wait_until
 
 REPLY_PATH = "/v1/sessions/{session_id}/permissions/{permission_id}/reply"
@@ -217,23 +215,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help="write the report here instead of stdout")
     args = parser.parse_args(argv)
     recipe = RECIPES[args.agent]
-    # The bridge and the agent inherit this environment: no real credentials or endpoints in it.
-    kept = scrubbed_environ()
-    os.environ.clear()
-    os.environ.update(kept)
-    root = args.root or Path(tempfile.mkdtemp(prefix=f"acp-real-{recipe.name}-"))
-    root.mkdir(parents=True, exist_ok=True)
-    root = root.resolve()
-    work = root / "work"
-    default = f"[scenario:{','.join(recipe.steps)} dir={{dir}}] Follow the scripted steps."
-    prompts = [p.replace("{dir}", str(work)) for p in (args.prompt or [default])]
-    run = Run(recipe, json.loads(args.agent_command), root, prompts, args.slow_end)
-    try:
-        report = run.execute()
-    finally:
-        if not (args.root or args.keep):
-            shutil.rmtree(root, ignore_errors=True)
-    write_report(report, args.out)
+
+    def execute(root: Path) -> dict[str, Any]:
+        work = root / "work"
+        default = f"[scenario:{','.join(recipe.steps)} dir={{dir}}] Follow the scripted steps."
+        prompts = [p.replace("{dir}", str(work)) for p in (args.prompt or [default])]
+        return Run(recipe, json.loads(args.agent_command), root, prompts, args.slow_end).execute()
+
+    run_driver(f"acp-real-{recipe.name}-", execute, args.out, keep=args.keep, root=args.root)
 
 
 if __name__ == "__main__":

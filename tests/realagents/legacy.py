@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -38,9 +37,10 @@ from urllib.parse import quote
 
 import httpx
 
-from tests.realagents.agents import cache_root, scrubbed_environ
+from tests.realagents import agents
+from tests.realagents.agents import cache_root
 from tests.realagents.fake_llm import FakeLLMServer
-from tests.realagents.netns import write_report
+from tests.realagents.netns import isolation, opted_out, run_driver, unavailable
 from tests.realagents.record import GOLDEN, normalise
 from tests.support import Bridge, iter_sse, start_bridge
 
@@ -65,16 +65,6 @@ class Case:
     config: str = "user"
 
 
-def _home_env(home: Path) -> dict[str, str]:
-    return {
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "XDG_DATA_HOME": str(home / ".local" / "share"),
-        "XDG_CACHE_HOME": str(home / ".cache"),
-        "XDG_STATE_HOME": str(home / ".local" / "state"),
-    }
-
-
 # ---- per agent: its configuration, the variable that is its key, and its cases ----------------------
 def codex_env(home: Path, llm: str, config: str = "user") -> dict[str, str]:
     codex_home = home / ".codex"
@@ -88,23 +78,11 @@ def codex_env(home: Path, llm: str, config: str = "user") -> dict[str, str]:
     (codex_home / "config.toml").write_text("\n".join(lines) + "\n")
     tmp = home / "tmp"
     tmp.mkdir(exist_ok=True)
-    return {**_home_env(home), "CODEX_HOME": str(codex_home), "TMPDIR": str(tmp), "OPENAI_API_KEY": "sk-fake"}
+    return {**agents.home_env(home), "CODEX_HOME": str(codex_home), "TMPDIR": str(tmp), "OPENAI_API_KEY": "sk-fake"}
 
 
 def claude_env(home: Path, llm: str, config: str = "user") -> dict[str, str]:
-    env = {
-        **_home_env(home),
-        "ANTHROPIC_BASE_URL": llm,
-        "ANTHROPIC_API_KEY": "sk-ant-fake",
-        "CLAUDE_CONFIG_DIR": str(home / ".claude"),
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_TELEMETRY": "1",
-        "DISABLE_ERROR_REPORTING": "1",
-        "DISABLE_AUTOUPDATER": "1",
-    }
-    if os.geteuid() == 0:
-        env["IS_SANDBOX"] = "1"  # the Claude CLI refuses its permission flag as root otherwise
-    return env
+    return agents.claude_env(home, llm)  # one configuration for every case
 
 
 def opencode_env(home: Path, llm: str, config: str = "user") -> dict[str, str]:
@@ -132,7 +110,7 @@ def opencode_env(home: Path, llm: str, config: str = "user") -> dict[str, str]:
     }
     (config_dir / "opencode.json").write_text(json.dumps(config))
     return {
-        **_home_env(home),
+        **agents.home_env(home),
         "OPENAI_API_KEY": "sk-fake",
         "OPENCODE_DISABLE_AUTOUPDATE": "1",
         "OPENCODE_DISABLE_MODELS_FETCH": "1",
@@ -390,6 +368,22 @@ def install_outside(agent: str, timeout: float = 600.0) -> dict[str, Any]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def ready(agent: str) -> dict[str, Any]:
+    """Before a test's driver runs a legacy agent: not opted out, a loopback-only namespace, npm and
+    node, the agent installed (``install_outside``, whose answer this is). Else the test fails (or
+    skips) with the reason."""
+    opted_out()
+    iso = isolation()
+    if not iso.available:
+        unavailable(iso.reason)
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        unavailable(f"npm/node are not installed: the {agent} agent is an npm package")
+    installed = install_outside(agent)
+    if installed["status"] != 204:
+        unavailable(f"{agent} could not be installed: {installed['body'][-1500:]}")
+    return installed
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agent", required=True, choices=sorted(AGENTS))
@@ -397,19 +391,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--keep", action="store_true", help="keep the temp dir")
     parser.add_argument("--record", action="store_true", help="write the golden transcript of the once case")
     args = parser.parse_args(argv)
-    kept = scrubbed_environ()  # no real keys or endpoints reach the bridge or the agent
-    os.environ.clear()
-    os.environ.update(kept)
-    root = Path(tempfile.mkdtemp(prefix=f"acp-legacy-{args.agent}-")).resolve()
-    try:
+
+    def execute(root: Path) -> dict[str, Any]:
         report = Driver(AGENTS[args.agent], root).execute()
         report["root"] = str(root)
         if args.record:
             report["recorded"] = str(record_transcript(args.agent, root))
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
-    write_report(report, args.out)
+        return report
+
+    run_driver(f"acp-legacy-{args.agent}-", execute, args.out, keep=args.keep)
 
 
 if __name__ == "__main__":

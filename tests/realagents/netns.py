@@ -22,10 +22,13 @@ import socket
 import struct
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
+
+from tests.realagents.agents import scrubbed_environ
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -148,6 +151,34 @@ def write_report(report: dict[str, Any], out: Path | None) -> None:
         out.write_text(text)
     else:
         sys.stdout.write(text + "\n")
+
+
+def run_driver(
+    prefix: str, execute: Callable[[Path], dict[str, Any]], out: Path | None, *, keep: bool, root: Path | None = None
+) -> None:
+    """A driver's run: the environment scrubbed of real keys and endpoints (the bridge and the agent
+    inherit it), a work dir (``root``, kept; else a fresh temp dir, removed unless ``keep``), the
+    report written."""
+    kept = scrubbed_environ()
+    os.environ.clear()
+    os.environ.update(kept)
+    work = root or Path(tempfile.mkdtemp(prefix=prefix))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        report = execute(work.resolve())
+    finally:
+        if not (root or keep):
+            shutil.rmtree(work, ignore_errors=True)
+    write_report(report, out)
+
+
+def driver_report(argv: list[str], out: Path, timeout: float) -> dict[str, Any]:
+    """Run a driver in the namespace (``run_isolated``) and read its report, which must say no failure."""
+    done = run_isolated(argv, timeout=timeout)
+    assert done.returncode == 0 and out.exists(), f"driver failed ({done.returncode}):\n{done.stderr[-4000:]}"
+    report: dict[str, Any] = json.loads(out.read_text())
+    assert "failure" not in report, f"{report['failure']}\nbridge log:\n{report.get('bridge_log_tail')}"
+    return report
 
 
 def main(argv: list[str]) -> None:

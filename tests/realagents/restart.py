@@ -23,11 +23,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -35,10 +32,9 @@ from typing import Any
 import httpx
 
 from app.agents.install import installed_command
-from tests.realagents.agents import scrubbed_environ
 from tests.realagents.fake_llm import FakeLLMServer
 from tests.realagents.legacy import AGENTS, install_dir
-from tests.realagents.netns import write_report
+from tests.realagents.netns import run_driver
 from tests.support import Bridge, descendants, iter_sse, pid_alive, start_bridge, wait_until
 
 HIDE = Path(__file__).resolve().parent / "hide_capability.py"
@@ -172,17 +168,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hide", help="hide this agent capability from the bridge (dotted key)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir")
     args = parser.parse_args(argv)
-    kept = scrubbed_environ()  # no real keys or endpoints reach the bridge or the agent
-    os.environ.clear()
-    os.environ.update(kept)
-    root = Path(tempfile.mkdtemp(prefix=f"acp-restart-{args.agent}-")).resolve()
-    try:
+
+    def execute(root: Path) -> dict[str, Any]:
         report = Driver(args.agent, root, args.hide).execute()
         report["root"] = str(root)
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
-    write_report(report, args.out)
+        return report
+
+    run_driver(f"acp-restart-{args.agent}-", execute, args.out, keep=args.keep)
 
 
 if __name__ == "__main__":
