@@ -680,7 +680,8 @@ class Handler(BaseHTTPRequestHandler):
             added = {"type": "message", "id": item_id, "role": "assistant", "status": "in_progress", "content": []}
             event({"type": "response.output_item.added", "output_index": index, "item": added})
             text = reply.text
-            for piece in words(reply.text):
+
+            def text_delta(piece: str) -> None:
                 event(
                     {
                         "type": "response.output_text.delta",
@@ -690,20 +691,15 @@ class Handler(BaseHTTPRequestHandler):
                         "delta": piece,
                     }
                 )
+
+            for piece in words(reply.text):
+                text_delta(piece)
             if reply.slow:
                 ticks: list[str] = []
 
                 def tick(piece: str) -> None:
                     ticks.append(piece)
-                    event(
-                        {
-                            "type": "response.output_text.delta",
-                            "item_id": item_id,
-                            "output_index": index,
-                            "content_index": 0,
-                            "delta": piece,
-                        }
-                    )
+                    text_delta(piece)
 
                 self._slow_ticks(tick)
                 text += "".join(ticks)
