@@ -284,7 +284,8 @@ async def test_a_failure_escaping_the_writer_restarts_it_and_loses_nothing(store
     assert seqs(log.read_after(0, None)) == list(range(1, 501))
 
 
-async def test_a_disk_that_refuses_writes_is_loud_and_recovers(store: SqliteEventStore) -> None:
+def disk_full(store: SqliteEventStore) -> list[bool]:
+    """The store's inserts fail as on a full disk while the returned switch is True."""
     original = store._insert
     full = [True]
 
@@ -294,6 +295,11 @@ async def test_a_disk_that_refuses_writes_is_loud_and_recovers(store: SqliteEven
         original(*args)
 
     store._insert = refusing  # type: ignore[method-assign]
+    return full
+
+
+async def test_a_disk_that_refuses_writes_is_loud_and_recovers(store: SqliteEventStore) -> None:
+    full = disk_full(store)
     running = SessionEventLog("running", store)
     ended = SessionEventLog("ended", store)
     ended.finish()
@@ -323,15 +329,7 @@ async def test_the_backlog_is_bounded_and_refused_events_leave_no_gap(tmp_path: 
     store = SqliteEventStore(tmp_path, backlog_bytes=20_000)
     store.open()
     try:
-        original = store._insert
-        full = [True]
-
-        def refusing(*args: Any) -> None:
-            if full[0]:
-                raise sqlite3.OperationalError("database or disk is full")
-            original(*args)
-
-        store._insert = refusing  # type: ignore[method-assign]
+        full = disk_full(store)
         log = SessionEventLog("s1", store)
         fill(log, 1000)
         assert log.last_sequence < 1000
