@@ -5,6 +5,7 @@ written or deleted (a sentinel tree beside the root, compared before and after).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import threading
@@ -12,11 +13,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from tests.e2e.conftest import Fenced
-from tests.support import wait_until
+from tests.e2e.test_client_services import assistant_text, turn
+from tests.support import create_session, wait_until
 from tests.unit.test_fs import make_tar
 
 SECRET = b"SENTINEL-outside-the-root"
@@ -183,7 +186,23 @@ def requests_through(client: httpx.Client, base: Path, i: int) -> list[httpx.Res
     ]
 
 
+def agent_requests_through(client: httpx.Client, session: str, base: Path, i: int) -> list[dict[str, Any]]:
+    """The agent's reads and writes (ACP ``fs/*``) through ``base``, as the client probe answers them."""
+    calls = [
+        ("fs/read_text_file", {"path": f"{base}/f.txt"}),
+        ("fs/read_text_file", {"path": f"{base}/dir/deep/f.txt"}),
+        ("fs/write_text_file", {"path": f"{base}/f.txt", "content": f"agent {i}"}),
+        ("fs/write_text_file", {"path": f"{base}/dir/f.txt", "content": f"agent {i}"}),
+        ("fs/write_text_file", {"path": f"{base}/agent/new.txt", "content": f"agent {i}"}),
+    ]
+    reply = assistant_text(turn(client, session, json.dumps(calls)))
+    answers: list[dict[str, Any]] = json.loads(reply)["responses"]
+    return answers
+
+
 def test_swapping_links_and_directories_during_every_route_never_touches_the_outside(fenced: Fenced) -> None:
+    """Every /v1/fs route, upload-batch and the agents' fs/* requests, while a name on their paths
+    keeps turning into a directory, a link out of the root and nothing (bounded: 60 rounds, 40 s)."""
     client = fenced.bridge.client()
     tag = uuid.uuid4().hex[:6]
     work = fenced.root / f"swaps-{tag}"
@@ -193,13 +212,21 @@ def test_swapping_links_and_directories_during_every_route_never_touches_the_out
     statuses: set[int] = set()
     rounds = 0
     deadline = time.monotonic() + 40
+    session = f"swaps-{tag}"
+    create_session(client, session, agent="client-probe")
+    agent_answers: list[dict[str, Any]] = []
     with Swapper(work, target, ["flip"]) as swapper:
         while rounds < 60 and time.monotonic() < deadline:
             for response in requests_through(client, work / "flip", rounds):
                 statuses.add(response.status_code)
                 assert SECRET not in response.content, response.request.url
+            if rounds % 3 == 0:  # the agents' fs/* requests, a few per turn
+                agent_answers += agent_requests_through(client, session, work / "flip", rounds)
             rounds += 1
-    print(f"{rounds} rounds of 16 requests, {swapper.flips} swaps, statuses {sorted(statuses)}")
+    assert not any(SECRET.decode() in json.dumps(answer) for answer in agent_answers)
+    assert {"result": {}} in agent_answers  # some agent writes went through, inside the root
+    print(f"{rounds} rounds of 16 requests, {len(agent_answers)} agent fs/* requests, {swapper.flips} swaps,")
+    print(f"statuses {sorted(statuses)}")
     assert snapshot(target) == before
     assert statuses <= {200, 400, 403, 502}, statuses
     assert 200 in statuses and 403 in statuses
