@@ -195,3 +195,16 @@ def test_unpacking_keeps_file_modes_and_times_as_the_data_filter_does(tmp_path: 
     assert stat.S_IMODE((dest / "plain.txt").stat().st_mode) == 0o640
     assert stat.S_IMODE((dest / "d").stat().st_mode) == 0o777 & ~ops.UMASK
     assert (dest / "run.sh").stat().st_mtime == (dest / "d").stat().st_mtime == 1_000_000_000
+
+
+def test_without_roots_the_walk_starts_at_slash_and_follows_links_as_the_kernel(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f.txt").write_text("x")
+    (tmp_path / "abs").symlink_to(tmp_path / "d")
+    (tmp_path / "rel").symlink_to("d/../d")
+    fence = Confinement([])
+    up = "/.." * 3 + str(tmp_path)  # `..` at / stays at /
+    assert ops.read_text(f"{up}/abs/f.txt", fence=fence) == "x"
+    assert ops.stat_path(str(tmp_path / "rel"), fence)["entryType"] == "directory"
+    ops.write_bytes(str(tmp_path / "abs" / "n" / "g.txt"), b"g", fence)
+    assert (tmp_path / "d" / "n" / "g.txt").read_bytes() == b"g"
