@@ -228,6 +228,7 @@ def test_swapping_links_and_directories_during_every_route_never_touches_the_out
     print(f"{rounds} rounds of 16 requests, {len(agent_answers)} agent fs/* requests, {swapper.flips} swaps,")
     print(f"statuses {sorted(statuses)}")
     assert snapshot(target) == before
+    assert "Traceback" not in fenced.bridge.log()
     assert statuses <= {200, 400, 403, 502}, statuses
     assert 200 in statuses and 403 in statuses
     assert swapper.flips > 20
