@@ -44,9 +44,10 @@ def snapshot(top: Path) -> dict[str, str]:
     return out
 
 
-def sentinel(outside: Path) -> Path:
-    """A tree outside the root the attacks aim at: files, a directory, a nested file."""
-    top = outside / f"sentinel-{uuid.uuid4().hex[:6]}"
+def sentinel(fenced: Fenced) -> Path:
+    """A tree outside the root the attacks aim at (beside it, not in the outside directory other
+    tests list): files, a directory, a nested file."""
+    top = fenced.root.parent / f"sentinel-{uuid.uuid4().hex[:6]}"
     (top / "dir" / "deep").mkdir(parents=True)
     for rel in ("f.txt", "new.txt", "t.txt", "dir/f.txt", "dir/deep/f.txt"):
         (top / rel).write_bytes(SECRET)
@@ -60,11 +61,11 @@ def test_an_uploaded_link_moved_onto_an_upload_in_progress_does_not_lead_out(fen
     client = fenced.bridge.client()
     tag = uuid.uuid4().hex[:6]
     root = fenced.root
-    target = sentinel(fenced.outside)  # a sibling of the root: ../<outside>/<sentinel> from it
+    target = sentinel(fenced)  # a sibling of the root: ../<sentinel> from it
     before = snapshot(target)
     up = os.path.relpath(target, root)
     assert up.count("..") == 1
-    # Inside its destination, a/l -> ../<outside>/<sentinel> stays there: accepted.
+    # Inside its destination, a/l -> ../<sentinel> stays there: accepted.
     dest = root / f"attack-{tag}"
     accepted = client.post(
         "/v1/fs/upload-batch",
@@ -207,7 +208,7 @@ def test_swapping_links_and_directories_during_every_route_never_touches_the_out
     tag = uuid.uuid4().hex[:6]
     work = fenced.root / f"swaps-{tag}"
     work.mkdir()
-    target = sentinel(fenced.outside)
+    target = sentinel(fenced)
     before = snapshot(target)
     statuses: set[int] = set()
     rounds = 0
