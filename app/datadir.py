@@ -14,6 +14,8 @@ import shutil
 from pathlib import Path
 
 from app.acp.orphans import ProcessRegistry
+from app.fs.paths import TEMPS
+from app.fs.temps import TempBook
 from app.settings import Settings
 
 _PRIVATE = re.compile(r"acp-rest-bridge-(\d+)-[0-9a-f]+")
@@ -61,6 +63,7 @@ def remove_stale(parent: Path) -> None:
         try:
             if entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == uid:
                 ProcessRegistry(Path(entry.path) / "processes").sweep()  # agents its server left running
+                TempBook(os.path.join(entry.path, TEMPS)).sweep()  # and its temporary files
                 shutil.rmtree(entry.path, ignore_errors=True)
         except OSError:
             continue

@@ -22,6 +22,7 @@ from app.agents.registry import AgentRegistry, AgentsFileError
 from app.events.log import trim_heap
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore
+from app.fs.paths import fence_for
 from app.sessions import retention
 from app.sessions.client_services import ClientServices
 from app.sessions.manager import SessionManager
@@ -50,17 +51,19 @@ class Services:
         self.settings = settings
         cache_dir = settings.cache_dir()
         self.node = OnDemandNode(cache_dir / "node", settings.install_timeout) if settings.node_on_demand else None
+        # Agent, terminal and install process groups (and install staging folders), so the next
+        # server on the data dir can end and remove a crashed run's.
+        self.processes = ProcessRegistry(settings.resolved_data_dir() / "processes")
         self.registry = AgentRegistry(
             settings.agents_file,
             install_dir=cache_dir / "bin",
             install_timeout=settings.install_timeout,
             node=self.node,
+            processes=self.processes,
         )
         self.store = open_store(settings)
         # What the bridge answers when an agent asks (permissions, files, terminals...).
         self.client_services = ClientServices()
-        # Agent and terminal process groups, so the next server on the data dir can end a crashed run's.
-        self.processes = ProcessRegistry(settings.resolved_data_dir() / "processes")
         self.manager = SessionManager(settings, self.registry, self.store, self.client_services, self.processes)
 
     @asynccontextmanager
@@ -75,6 +78,8 @@ class Services:
         try:
             # The data dir is this server's now: end what an earlier run left alive.
             await asyncio.to_thread(processes.sweep)
+            # ... and the temporary files its interrupted writes and uploads left in users' directories.
+            await asyncio.to_thread(fence_for(settings).temps.sweep)
             processes.open()
             manager.restore()
             await manager.settle_restored()

@@ -8,23 +8,30 @@ together with the boot id identifies the process: a pid reused by another proces
 start time. Every process started also carries ``ACP_BRIDGE_RUN=<run id>`` in its environment, so
 its descendants can be recognised even when they left the group.
 
+Directories a run works in and removes when done (an agent install's staging folder) are recorded
+too: ``d <JSON path>`` before the directory is made, ``-d <JSON path>`` once it is gone.
+
 At start-up (``sweep``), for each file of an earlier run: a group whose leader is still the same
 process is killed as a whole; processes that still carry that run's marker are killed too (the
-leader may be gone while its children live on, reparented to init). Then the file is removed.
-Appends go through one writer thread: the event loop never touches the disk.
+leader may be gone while its children live on, reparented to init); then the directories it left
+are removed, and the file. Appends go through one writer thread: the event loop never touches the
+disk.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import queue
+import shutil
 import signal
 import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 log = logging.getLogger("acp_rest_bridge.processes")
 
@@ -71,6 +78,7 @@ def _carries(pid: int, marker: bytes) -> bool:
 class SweepResult:
     groups: int = 0  # process groups killed (their leader was still the recorded process)
     processes: int = 0  # other processes of an earlier run killed
+    directories: int = 0  # working directories of an earlier run removed
 
 
 class ProcessRegistry:
@@ -80,9 +88,11 @@ class ProcessRegistry:
         self.directory = directory
         self.run_id = uuid.uuid4().hex
         self.path = directory / self.run_id
-        self._queue: queue.SimpleQueue[tuple[str, int] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[str, int] | tuple[str, str, threading.Event] | None]
+        self._queue = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._live: set[int] = set()  # the writer thread's view of the groups not stopped yet
+        self._dirs: set[str] = set()  # ... and of the directories not removed yet
 
     @property
     def env(self) -> dict[str, str]:
@@ -108,6 +118,24 @@ class ProcessRegistry:
         if self._writer is not None:
             self._queue.put(("-", pgid))
 
+    def made_dir(self, path: Path, timeout: float = 5.0) -> None:
+        """``path`` is about to be made, and removed by this run when done: recorded before this
+        returns, so that a crash in between leaves nothing the next sweep does not find. Blocking
+        (at most ``timeout``): call it from a worker thread."""
+        self._dir_line("d", path, timeout)
+
+    def removed_dir(self, path: Path) -> None:
+        """The directory recorded by ``made_dir`` is gone (never blocks)."""
+        self._dir_line("-d", path, 0)
+
+    def _dir_line(self, op: str, path: Path, timeout: float) -> None:
+        if self._writer is None:
+            return
+        written = threading.Event()
+        self._queue.put((op, str(path), written))
+        if timeout:
+            written.wait(timeout)
+
     def close(self) -> None:
         """Stop the writer. This run's file goes when every group it lists was stopped."""
         if self._writer is None:
@@ -115,7 +143,7 @@ class ProcessRegistry:
         self._queue.put(None)
         self._writer.join(5)
         self._writer = None
-        if not self._live:
+        if not self._live and not self._dirs:
             with contextlib.suppress(OSError):
                 self.path.unlink()
 
@@ -131,6 +159,11 @@ class ProcessRegistry:
             fh.flush()
         while (entry := self._queue.get()) is not None:
             if fh is None:
+                if len(entry) == 3:
+                    entry[2].set()
+                continue
+            if len(entry) == 3:
+                self._write_dir(fh, *entry)
                 continue
             op, pgid = entry
             if op == "+":
@@ -151,6 +184,15 @@ class ProcessRegistry:
             with contextlib.suppress(OSError):
                 fh.close()
 
+    def _write_dir(self, fh: TextIO, op: str, path: str, written: threading.Event) -> None:
+        (self._dirs.add if op == "d" else self._dirs.discard)(path)
+        try:
+            fh.write(f"{op} {json.dumps(path)}\n")
+            fh.flush()
+        except OSError as exc:
+            log.error("cannot record directory %s in %s: %s", path, self.path, exc)
+        written.set()
+
     # ---- earlier runs ------------------------------------------------------------------------
     def sweep(self) -> SweepResult:
         """End what earlier runs on this data dir left alive. Blocking: run it in a thread."""
@@ -169,18 +211,28 @@ class ProcessRegistry:
             self._sweep_run(path.name, lines, boot, result)
             with contextlib.suppress(OSError):
                 path.unlink()
-        if result.groups or result.processes:
+        if result.groups or result.processes or result.directories:
             log.warning(
-                "ended %d agent/terminal process groups and %d other processes left by an earlier run",
+                "ended %d agent/terminal/install process groups and %d other processes, and removed %d working"
+                " directories left by an earlier run",
                 result.groups,
                 result.processes,
+                result.directories,
             )
         return result
 
     def _sweep_run(self, run_id: str, lines: list[str], boot: str, result: SweepResult) -> None:
         groups: dict[int, int] = {}
+        dirs: set[str] = set()
         same_boot = True
         for line in lines:
+            op, _, rest = line.partition(" ")
+            if op in ("d", "-d"):
+                with contextlib.suppress(ValueError):
+                    path = json.loads(rest)
+                    if isinstance(path, str) and os.path.isabs(path):
+                        (dirs.add if op == "d" else dirs.discard)(path)
+                continue
             parts = line.split()
             if len(parts) == 2 and parts[0] == "boot":
                 same_boot = parts[1] == boot
@@ -188,8 +240,16 @@ class ProcessRegistry:
                 groups[int(parts[1])] = int(parts[2])
             elif len(parts) == 2 and parts[0] == "-" and parts[1].isdigit():
                 groups.pop(int(parts[1]), None)
-        if not same_boot:
-            return  # the machine restarted since: nothing of that run can be alive
+        if same_boot:  # else the machine restarted since: nothing of that run can be alive
+            self._end_groups(run_id, groups, result)
+        # Made by that run (a mkdir that would have failed on anything already there), after its
+        # processes, which may still have been writing in them.
+        for path in dirs:
+            if os.path.lexists(path):
+                shutil.rmtree(path, ignore_errors=True)
+                result.directories += 1
+
+    def _end_groups(self, run_id: str, groups: dict[int, int], result: SweepResult) -> None:
         for pgid, started in groups.items():
             # The leader is the recorded process only if its start time matches: a reused pid has
             # another one, and its group is left alone.

@@ -8,6 +8,8 @@ a proxy, the cache...).
 An install is made in a staging folder and moved into place only once npm has succeeded and the
 adapter's program is there, so a failed, timed-out or interrupted install leaves the previous one
 (or none) as it was. One install per agent runs at a time; callers that ask meanwhile wait for it.
+npm's process group and the staging folder are recorded (``Recorder``: the server's process
+registry), so that the next server ends and removes what a crash left.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
+from typing import Protocol
 
 from app.agents.node import OnDemandNode
 from app.errors import InstallFailed
@@ -89,11 +92,25 @@ def installed_version(install_dir: Path | None, agent_id: str) -> str | None:
     return version if isinstance(version, str) else None
 
 
+class Recorder(Protocol):
+    """Where a run records its process groups and working directories (``app.acp.orphans``)."""
+
+    @property
+    def env(self) -> dict[str, str]: ...
+    def started(self, pgid: int) -> None: ...
+    def stopped(self, pgid: int) -> None: ...
+    def made_dir(self, path: Path) -> None: ...
+    def removed_dir(self, path: Path) -> None: ...
+
+
 class Installer:
-    def __init__(self, install_dir: Path, timeout: float, node: OnDemandNode | None = None) -> None:
+    def __init__(
+        self, install_dir: Path, timeout: float, node: OnDemandNode | None = None, recorder: Recorder | None = None
+    ) -> None:
         self.install_dir = install_dir
         self.timeout = timeout
         self.node = node
+        self.recorder = recorder
         self._locks: dict[str, asyncio.Lock] = {}
         # npm processes running now, and installs not yet cleaned up (for a prompt shutdown).
         self._procs: set[asyncio.subprocess.Process] = set()
@@ -149,6 +166,8 @@ class Installer:
             try:
                 # Shielded: a second cancellation (the server's last sweep) must not stop the clean-up.
                 await asyncio.shield(asyncio.to_thread(shutil.rmtree, staging, True))
+                if self.recorder is not None:
+                    self.recorder.removed_dir(staging)
             finally:
                 self._active -= 1
                 if not self._active:
@@ -163,6 +182,8 @@ class Installer:
             with contextlib.suppress(OSError):
                 if leftover.stat().st_mtime < stale_before:
                     shutil.rmtree(leftover, ignore_errors=True)
+        if self.recorder is not None:
+            self.recorder.made_dir(staging)  # before it exists: a crash from here on leaves it recorded
         staging.mkdir()
 
     def _swap_in(self, agent_id: str, staging: Path, token: str) -> None:
@@ -177,6 +198,8 @@ class Installer:
         env = {**os.environ, "npm_config_update_notifier": "false"}
         for key, value in NPM_DEFAULTS.items():
             env.setdefault(key, value)  # the user's own npm settings win
+        if self.recorder is not None:
+            env.update(self.recorder.env)  # npm's children are found by it even outside its group
         log.info("installing %s: npm install %s (registry %s)", agent_id, spec, env.get("npm_config_registry", "npm's"))
         started = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
@@ -188,6 +211,8 @@ class Installer:
             start_new_session=True,  # npm and its scripts are stopped as a group
         )
         self._procs.add(proc)
+        if self.recorder is not None:
+            self.recorder.started(proc.pid)
         output: deque[str] = deque(maxlen=OUTPUT_LINES)
         try:
             async with asyncio.timeout(self.timeout or None):
@@ -198,13 +223,13 @@ class Installer:
                 os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(proc.wait())
-            self._procs.discard(proc)
+            self._discard(proc)
             elapsed = time.monotonic() - started
             log.warning("install of %s stopped after %.1fs: %s", agent_id, elapsed, type(exc).__name__)
             if isinstance(exc, TimeoutError):
                 raise InstallFailed(agent_id, f"npm install {spec} did not finish in {self.timeout:g}s") from None
             raise
-        self._procs.discard(proc)
+        self._discard(proc)
         elapsed = time.monotonic() - started
         if proc.returncode != 0:
             summary = readable_npm_error(list(output))
@@ -214,6 +239,12 @@ class Installer:
                 agent_id, f"npm install {spec} failed (exit {proc.returncode}):\n{summary}\n\nnpm output:\n{text}"
             )
         log.info("installed %s (%s) in %.1fs", agent_id, spec, elapsed)
+
+    def _discard(self, proc: asyncio.subprocess.Process) -> None:
+        """npm has exited and was reaped."""
+        self._procs.discard(proc)
+        if self.recorder is not None:
+            self.recorder.stopped(proc.pid)
 
     @staticmethod
     async def _follow(agent_id: str, proc: asyncio.subprocess.Process, output: deque[str]) -> None:

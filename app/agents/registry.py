@@ -22,7 +22,7 @@ from typing import Any
 
 from app.errors import InstallFailed, UnsupportedAgent
 
-from .install import Installer, installed_command, installed_version
+from .install import Installer, Recorder, installed_command, installed_version
 from .node import OnDemandNode
 from .profiles import GENERIC, LEGACY_IDS, PROFILES, AgentProfile, profile_for
 
@@ -364,9 +364,10 @@ class AgentRegistry:
         install_dir: Path | None = None,
         install_timeout: float = 600.0,
         node: OnDemandNode | None = None,
+        processes: Recorder | None = None,
     ) -> None:
         self.install_dir = install_dir
-        self.installer = Installer(install_dir, install_timeout, node) if install_dir is not None else None
+        self.installer = Installer(install_dir, install_timeout, node, processes) if install_dir is not None else None
         self._agents: dict[str, AgentSpec] = {}
         for agent_id in LEGACY_IDS:
             self._agents[agent_id] = AgentSpec(

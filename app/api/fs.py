@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from app.errors import InvalidRequest
 from app.fs import ops
-from app.fs.paths import Confinement, confinement, fs_error, home_dir, resolve
+from app.fs.paths import Confinement, fence_for, fs_error, home_dir, resolve
 from app.fs.upload import TarUpload
 from app.legacy.models import (
     FsActionResponse,
@@ -45,7 +45,7 @@ SESSION = "Session id for relative paths (also `sessionId`)"
 
 # ---- helpers ---------------------------------------------------------------------------------------
 def _confinement(request: Request) -> Confinement:
-    return confinement(tuple(deps.settings(request).fs_roots))
+    return fence_for(deps.settings(request))
 
 
 def _root(request: Request, query: Query) -> str:

@@ -13,12 +13,13 @@ import itertools
 import os
 import shutil
 import stat
-import tempfile
 from typing import Any, BinaryIO
 
 from app.errors import InvalidRequest
 
-from .paths import Confinement, Pin, fs_error, os_error, rfc3339
+from .beneath import READ_DIR_FLAGS, Walk
+from .paths import NOFOLLOW, Confinement, fs_error, os_error, rfc3339
+from .temps import remove_entry, temp_name
 
 # Every operation takes the confinement to work under; this one allows everything (legacy).
 UNCONFINED = Confinement(())
@@ -57,9 +58,9 @@ def list_entries(path: str, fence: Confinement = UNCONFINED) -> list[dict[str, A
     """FsEntry objects in OS order; an entry's own metadata (a symlink to a directory is a file)."""
     try:
         with fence.pin(path) as pin:
-            if not stat.S_ISDIR(os.stat(pin.name, dir_fd=pin.dir_fd, follow_symlinks=pin.follow()).st_mode):
+            if not stat.S_ISDIR(os.stat(pin.name, dir_fd=pin.dir_fd, follow_symlinks=False).st_mode):
                 raise InvalidRequest(f"path is not a directory: {path}")
-            fd = os.open(pin.name, pin.flags(os.O_RDONLY | os.O_DIRECTORY), dir_fd=pin.dir_fd)
+            fd = os.open(pin.name, READ_DIR_FLAGS, dir_fd=pin.dir_fd)
         entries = []
         try:
             with os.scandir(fd) as it:
@@ -77,10 +78,10 @@ def list_entries(path: str, fence: Confinement = UNCONFINED) -> list[dict[str, A
 
 
 def stat_path(path: str, fence: Confinement = UNCONFINED) -> dict[str, Any]:
-    """FsStat, following symlinks."""
+    """FsStat, following symlinks (the walk resolves them)."""
     try:
         with fence.pin(path) as pin:
-            return {"path": path, **_info(os.stat(pin.name, dir_fd=pin.dir_fd, follow_symlinks=pin.follow()))}
+            return {"path": path, **_info(os.stat(pin.name, dir_fd=pin.dir_fd, follow_symlinks=False))}
     except OSError as exc:
         raise fs_error(exc, path) from exc
 
@@ -123,74 +124,45 @@ def read_text(path: str, line: int | None = None, limit: int | None = None, fenc
 
 
 # ---- writing ---------------------------------------------------------------------------------
-def make_dirs(path: str) -> list[str]:
-    """``mkdir -p``; returns the directories it created, outermost first (to undo them)."""
-    missing = []
-    current = path
-    while not os.path.isdir(current):
-        missing.append(current)
-        parent = os.path.dirname(current)
-        if parent == current:
-            break
-        current = parent
-    created = []
+def _lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
     try:
-        for directory in reversed(missing):
-            try:
-                os.mkdir(directory)
-            except FileExistsError:
-                if not os.path.isdir(directory):
-                    raise
-                continue
-            created.append(directory)
-    except OSError:
-        remove_dirs(created)
-        raise
-    return created
-
-
-def remove_dirs(created: list[str]) -> None:
-    """Undo ``make_dirs``: remove the directories it created if they are still empty."""
-    for directory in reversed(created):
-        with contextlib.suppress(OSError):
-            os.rmdir(directory)
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
 
 
 class AtomicWriter:
-    """Write a file all-or-nothing: bytes go to a hidden temporary file in the target's directory,
-    which replaces the target only on ``commit``. Missing parents are created (and removed again on
-    ``abort``). A symlinked target is written through, as a plain write would."""
+    """Write a file all-or-nothing: bytes go to a hidden temporary file in the target's directory
+    (recorded in the fence's ``temps``, so that a crash leaves nothing for good), which replaces
+    the target only on ``commit``. Missing parents are created (and removed again on ``abort``). A
+    symlinked target is written through, as a plain write would. Everything happens in the
+    directory the walk holds open: a name swapped for a link meanwhile is replaced, not followed."""
 
     def __init__(self, path: str, fence: Confinement = UNCONFINED) -> None:
         self.path = path
-        self._pin: Pin | None = None
-        self._created: list[str] = []
-        if fence.enabled:
-            # Confined: the walk resolves a symlinked target and makes the missing parents; the
-            # temporary file and the rename go through the directory it holds open.
-            self._pin = fence.pin(path, create_parents=True)
-            self.target = self._pin.path
-            parent = os.path.dirname(self.target)
-        else:
-            self.target = os.path.realpath(path) if os.path.islink(path) else path
-            parent = os.path.dirname(self.target) or "."
+        self._temps = fence.temps
+        self._token: str | None = None
+        self._pin: Walk | None = fence.pin(path, create_parents=True)
+        self.dir_fd, self.name = self._pin.dir_fd, self._pin.name
+        self._tmp = temp_name(self.name)
         try:
-            if os.path.isdir(self.target):
+            existing = _lstat_at(self.dir_fd, self.name)
+            if self.name == "." or (existing is not None and stat.S_ISDIR(existing.st_mode)):
                 raise os_error(errno.EISDIR)
-            if self._pin is None:
-                self._created = make_dirs(parent)
-            fd, self._tmp = tempfile.mkstemp(dir=parent, prefix="." + os.path.basename(self.target)[:32] + ".")
+            self._token = self._temps.add(self.dir_fd, self._tmp)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW
+            fd = os.open(self._tmp, flags, 0o600, dir_fd=self.dir_fd)
         except BaseException:
-            self._undo_dirs()
+            self._temps.drop(self._token)
+            self._release(undo=True)
             raise
         self._file: BinaryIO | None = os.fdopen(fd, "wb")
         self.size = 0
 
-    def _undo_dirs(self) -> None:
-        remove_dirs(self._created)
-        self._created = []
+    def _release(self, *, undo: bool) -> None:
         if self._pin is not None:
-            self._pin.undo_created()
+            if undo:
+                self._pin.undo_created()
             self._pin.close()
             self._pin = None
 
@@ -204,12 +176,9 @@ class AtomicWriter:
         try:
             self._file.flush()
             os.fsync(self._file.fileno())
-            try:
-                existing: os.stat_result | None = os.stat(self.target)
-            except FileNotFoundError:
-                existing = None
+            existing = _lstat_at(self.dir_fd, self.name)
             fd = self._file.fileno()
-            if existing is not None:  # the replacement keeps the old file's mode and owner
+            if existing is not None and stat.S_ISREG(existing.st_mode):  # keep its mode and owner
                 os.fchmod(fd, stat.S_IMODE(existing.st_mode))
                 if (existing.st_uid, existing.st_gid) != (os.geteuid(), os.getegid()):
                     with contextlib.suppress(OSError):
@@ -218,13 +187,12 @@ class AtomicWriter:
                 os.fchmod(fd, 0o666 & ~UMASK)
             self._file.close()
             self._file = None
-            os.replace(self._tmp, self.target)
+            os.replace(self._tmp, self.name, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
         except BaseException:
             self.abort()
             raise
-        if self._pin is not None:
-            self._pin.close()
-            self._pin = None
+        self._temps.drop(self._token)
+        self._release(undo=False)
         return self.size
 
     def abort(self) -> None:
@@ -232,9 +200,11 @@ class AtomicWriter:
             with contextlib.suppress(OSError):
                 self._file.close()
             self._file = None
-        with contextlib.suppress(OSError):
-            os.unlink(self._tmp)
-        self._undo_dirs()
+        if self._pin is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._tmp, dir_fd=self.dir_fd)
+            self._temps.drop(self._token)
+        self._release(undo=True)
 
 
 def write_bytes(path: str, data: bytes, fence: Confinement = UNCONFINED) -> int:
@@ -257,6 +227,7 @@ def delete_entry(path: str, recursive: bool, fence: Confinement = UNCONFINED) ->
             st = os.stat(pin.name, dir_fd=pin.dir_fd, follow_symlinks=False)
             if stat.S_ISDIR(st.st_mode):
                 if recursive:
+                    # rmtree with dir_fd works by descriptors and refuses a link swapped in.
                     shutil.rmtree(pin.name, dir_fd=pin.dir_fd)
                 else:
                     os.rmdir(pin.name, dir_fd=pin.dir_fd)
@@ -268,9 +239,6 @@ def delete_entry(path: str, recursive: bool, fence: Confinement = UNCONFINED) ->
 
 def mkdir(path: str, fence: Confinement = UNCONFINED) -> None:
     try:
-        if not fence.enabled:
-            os.makedirs(path, exist_ok=True)
-            return
         with fence.pin(path, create_parents=True) as pin:
             try:
                 os.mkdir(pin.name, dir_fd=pin.dir_fd)
@@ -281,36 +249,24 @@ def mkdir(path: str, fence: Confinement = UNCONFINED) -> None:
         raise fs_error(exc, path) from exc
 
 
-def _aside_name(path: str) -> str:
-    parent, name = os.path.split(path)
+def _aside_name(dir_fd: int, name: str) -> str:
     for n in itertools.count():
-        candidate = os.path.join(parent, f".{name[:32]}.replaced-{os.getpid()}-{n}")
-        if not os.path.lexists(candidate):
+        candidate = f".{name[:32]}.replaced-{os.getpid()}-{n}"
+        if _lstat_at(dir_fd, candidate) is None:
             return candidate
     raise AssertionError("unreachable")
 
 
-def _remove_any(path: str) -> None:
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-
-
 def move_entry(source: str, dest: str, overwrite: bool, fence: Confinement = UNCONFINED) -> None:
     """Rename ``source`` to ``dest`` (no copy across filesystems). An existing ``dest`` is replaced
-    only with ``overwrite``; it is moved aside first and restored if the rename fails. Confined,
-    both go through the directories a walk from the root holds open."""
-    if not fence.enabled:
-        _move(source, dest, overwrite, source, dest)
-        return
+    only with ``overwrite``; it is moved aside first and restored if the rename fails. Both go
+    through the directories a walk from the root holds open; links are moved, not followed."""
     try:
         with fence.pin(source, follow=False) as src, fence.pin(dest, follow=False, create_parents=True) as dst:
             if "." in (src.name, dst.name):
                 raise InvalidRequest(f"cannot move a filesystem root: {source if src.name == '.' else dest}")
             try:
-                _move(src.path, dst.path, overwrite, source, dest)
+                _move(src, dst, overwrite, source, dest)
             except BaseException:
                 dst.undo_created()
                 raise
@@ -318,33 +274,32 @@ def move_entry(source: str, dest: str, overwrite: bool, fence: Confinement = UNC
         raise fs_error(exc, source if exc.errno == errno.ENOENT else dest) from exc
 
 
-def _move(source: str, dest: str, overwrite: bool, source_name: str, dest_name: str) -> None:
-    """``move_entry`` on the paths to use; errors name the paths the client gave."""
-    if not os.path.lexists(source):
+def _move(src: Walk, dst: Walk, overwrite: bool, source_name: str, dest_name: str) -> None:
+    """``move_entry`` on the pinned entries; errors name the paths the client gave."""
+    source_st = _lstat_at(src.dir_fd, src.name)
+    if source_st is None:
         raise InvalidRequest(f"path not found: {source_name}")
     aside = None
-    if os.path.lexists(dest):
+    dest_st = _lstat_at(dst.dir_fd, dst.name)
+    if dest_st is not None:
         if not overwrite:
             raise InvalidRequest(f"destination already exists: {dest_name}")
-        if os.path.samestat(os.lstat(source), os.lstat(dest)):
+        if os.path.samestat(source_st, dest_st):
             return  # already there
-        aside = _aside_name(dest)
+        aside = _aside_name(dst.dir_fd, dst.name)
         try:
-            os.rename(dest, aside)
+            os.rename(dst.name, aside, src_dir_fd=dst.dir_fd, dst_dir_fd=dst.dir_fd)
         except OSError as exc:
             raise fs_error(exc, dest_name) from exc
-    created: list[str] = []
     try:
-        created = make_dirs(os.path.dirname(dest))
-        os.rename(source, dest)
+        os.rename(src.name, dst.name, src_dir_fd=src.dir_fd, dst_dir_fd=dst.dir_fd)
     except OSError as exc:
-        remove_dirs(created)
         if aside is not None:
             with contextlib.suppress(OSError):
-                os.rename(aside, dest)
+                os.rename(aside, dst.name, src_dir_fd=dst.dir_fd, dst_dir_fd=dst.dir_fd)
         raise fs_error(exc, source_name if exc.errno == errno.ENOENT else dest_name) from exc
     if aside is not None:
-        _remove_any(aside)
+        remove_entry(dst.dir_fd, aside)
 
 
 # ---- files read whole for a client (attachments) -----------------------------------------------

@@ -7,10 +7,13 @@ import os
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from functools import lru_cache
+from pathlib import Path
+from typing import Protocol
 
 from app.errors import BridgeError, InvalidRequest, PermissionDenied, ServiceUnavailable, StreamError
 
 from .beneath import Beneath, Escape, Walk
+from .temps import TempBook
 
 
 def clean_relative(path: str) -> list[str] | None:
@@ -61,13 +64,15 @@ class Confinement:
     """Allowed root directories; empty means no confinement (the legacy behaviour).
 
     ``check`` refuses early, with the legacy error, a path whose real location is outside every
-    root. The operations themselves then reach the path through ``open``/``parent``, which walk it
-    from a descriptor of the root (``app.fs.beneath``), so a symlink swapped in after the check
-    still cannot lead out."""
+    root. The operations themselves then reach the path through ``pin``, which walks it from a
+    descriptor of the root (``app.fs.beneath``; of ``/`` without confinement), so a symlink
+    swapped in after the check still cannot lead out, and work through the descriptors it holds.
+    ``temps`` records the temporary files the operations make (``app.fs.temps``)."""
 
-    def __init__(self, roots: Iterable[str]) -> None:
+    def __init__(self, roots: Iterable[str], temps: TempBook | None = None) -> None:
         self.roots = tuple(os.path.realpath(os.path.expanduser(r)) for r in roots)
-        self._beneath = Beneath(self.roots)
+        self.temps = temps if temps is not None else TempBook(None)
+        self._beneath = Beneath(self.roots) if self.roots else Beneath(("/",), clamp=True)
 
     @property
     def enabled(self) -> bool:
@@ -90,65 +95,45 @@ class Confinement:
     def denied(path: str) -> PermissionDenied:
         return PermissionDenied(f"path is outside the allowed filesystem roots: {path}")
 
-    def pin(self, path: str, *, follow: bool = True, create_parents: bool = False) -> Pin:
-        """Where to reach ``path``: confined, through the directory a walk from the root's
-        descriptor found (missing parents made with ``create_parents``); unconfined, the path
-        itself. Blocking (touches the disk): run in a thread. Close the pin when done."""
-        if not self.roots:
-            return Pin(path, None)
+    def pin(self, path: str, *, follow: bool = True, create_parents: bool = False) -> Walk:
+        """The open directory of ``path``'s entry and its name, by a walk from the root's
+        descriptor (missing parents made with ``create_parents``). Use ``dir_fd`` + ``name`` with
+        no-follow flags: the walk has resolved what is to be followed. Blocking (touches the disk):
+        run in a thread. Close it when done."""
+        if "\x00" in path:
+            raise InvalidRequest(f"invalid path: contains a NUL byte: {path!r}")
         try:
-            return Pin(path, self._beneath.walk(path, follow=follow, create_parents=create_parents))
+            return self._beneath.walk(path, follow=follow, create_parents=create_parents)
         except Escape as exc:
             raise self.denied(path) from exc
 
     def open(self, path: str, flags: int, mode: int = 0o666, *, follow: bool = True) -> int:
         """``os.open`` of ``path``, confined. Blocking: run in a thread."""
         with self.pin(path, follow=follow) as pin:
-            return os.open(pin.name, pin.flags(flags, follow), mode, dir_fd=pin.dir_fd)
+            return os.open(pin.name, flags | NOFOLLOW, mode, dir_fd=pin.dir_fd)
 
 
-class Pin:
-    """An entry to operate on: ``dir_fd`` + ``name`` for the ``os`` functions that take them, and
-    ``path`` for those that take only paths (through the open directory when confined). Confined,
-    the walk has resolved the entry, so a final symlink is never followed (``nofollow``)."""
-
-    def __init__(self, requested: str, walk: Walk | None) -> None:
-        self.requested = requested
-        self.walk = walk
-        self.dir_fd: int | None = walk.dir_fd if walk is not None else None
-        self.name = walk.name if walk is not None else requested
-        self.path = walk.path if walk is not None else requested
-
-    @property
-    def confined(self) -> bool:
-        return self.walk is not None
-
-    def flags(self, flags: int, follow: bool = True) -> int:
-        flags |= os.O_CLOEXEC
-        return flags | os.O_NOFOLLOW if (self.confined or not follow) else flags
-
-    def follow(self, follow: bool = True) -> bool:
-        """``follow_symlinks`` for stat-like calls on the entry."""
-        return follow and not self.confined
-
-    def undo_created(self) -> None:
-        if self.walk is not None:
-            self.walk.undo_created()
-
-    def close(self) -> None:
-        if self.walk is not None:
-            self.walk.close()
-
-    def __enter__(self) -> Pin:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+# For every open of a pinned entry: a final link was resolved by the walk (or is the entry itself).
+NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @lru_cache(maxsize=8)
-def confinement(roots: tuple[str, ...]) -> Confinement:
-    return Confinement(roots)
+def confinement(roots: tuple[str, ...], temps: str | None = None) -> Confinement:
+    return Confinement(roots, TempBook(temps))
+
+
+class _Configured(Protocol):
+    fs_roots: list[str]
+
+    def resolved_data_dir(self) -> Path: ...
+
+
+TEMPS = "temps"  # the data dir's folder of temporary-file records (app.fs.temps)
+
+
+def fence_for(settings: _Configured) -> Confinement:
+    """The confinement of a server's settings, recording temporary files in its data dir."""
+    return confinement(tuple(settings.fs_roots), str(settings.resolved_data_dir() / TEMPS))
 
 
 def os_message(exc: OSError) -> str:

@@ -11,7 +11,7 @@ from app.acp.requests import ReadTextFileRequest, WriteTextFileRequest
 from app.acp.sdk import RequestError
 from app.errors import PermissionDenied
 from app.fs import ops
-from app.fs.paths import Confinement, confinement, os_message
+from app.fs.paths import Confinement, fence_for, os_message
 
 if TYPE_CHECKING:
     from .session import Session
@@ -21,7 +21,7 @@ INTERNAL_ERROR = -32603
 
 
 def _fence(session: Session) -> Confinement:
-    return confinement(tuple(session.settings.fs_roots))
+    return fence_for(session.settings)
 
 
 def _denied(path: str) -> RequestError:

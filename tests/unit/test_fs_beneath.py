@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -130,3 +131,80 @@ def test_a_fifo_is_refused_without_blocking(tree: tuple[Path, Path, Confinement]
         ops.open_file(str(root / "pipe"), fence)
     with pytest.raises(OSError):
         ops.read_text(str(root / "pipe"), fence=fence)
+
+
+def test_a_link_swapped_onto_an_upload_in_progress_is_not_followed_out(
+    tree: tuple[Path, Path, Confinement],
+) -> None:
+    root, outside, fence = tree
+    job = TarUpload(str(root / "fresh"), fence=fence)  # not there yet: made at the commit
+    job.write(tar_of("f.txt", b"pwned"))
+    (root / "fresh").symlink_to(outside)  # while the body arrives
+    with pytest.raises(PermissionDenied):
+        job.finish()
+    assert (outside / "f.txt").read_text() == "secret"
+    assert sorted(os.listdir(root)) == ["fresh", "sub"]  # no staging left
+
+
+def test_a_link_swapped_in_for_a_file_being_written_is_replaced_not_followed(
+    tree: tuple[Path, Path, Confinement],
+) -> None:
+    root, outside, fence = tree
+    writer = ops.AtomicWriter(str(root / "sub" / "f.txt"), fence)
+    writer.write(b"new")
+    (root / "sub" / "f.txt").unlink()
+    (root / "sub" / "f.txt").symlink_to(outside / "f.txt")
+    writer.commit()
+    assert (outside / "f.txt").read_text() == "secret"
+    assert not (root / "sub" / "f.txt").is_symlink()
+    assert (root / "sub" / "f.txt").read_text() == "new"
+
+
+def test_a_member_under_an_earlier_link_member_is_checked_where_it_lands(tmp_path: Path) -> None:
+    """``q -> .`` then ``q/l -> ../out``: by its name ``l`` stays inside, where it really lies it does not."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, target in (("q", "."), ("q/l", "../out")):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            tar.addfile(info)
+    job = TarUpload(str(tmp_path / "dest"))
+    job.write(buffer.getvalue())
+    with pytest.raises(InvalidRequest, match="escapes destination: q/l"):
+        job.finish()
+    assert os.listdir(tmp_path) == []
+
+
+def test_unpacking_keeps_file_modes_and_times_as_the_data_filter_does(tmp_path: Path) -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, mode in (("run.sh", 0o4777), ("plain.txt", 0o640), ("d", 0o500)):
+            info = tarfile.TarInfo(name)
+            info.mode, info.mtime = mode, 1_000_000_000
+            if name == "d":
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = 1
+                tar.addfile(info, io.BytesIO(b"x"))
+    job = TarUpload(str(tmp_path / "dest"))
+    job.write(buffer.getvalue())
+    job.finish()
+    dest = tmp_path / "dest"
+    assert stat.S_IMODE((dest / "run.sh").stat().st_mode) == 0o755
+    assert stat.S_IMODE((dest / "plain.txt").stat().st_mode) == 0o640
+    assert stat.S_IMODE((dest / "d").stat().st_mode) == 0o777 & ~ops.UMASK
+    assert (dest / "run.sh").stat().st_mtime == (dest / "d").stat().st_mtime == 1_000_000_000
+
+
+def test_without_roots_the_walk_starts_at_slash_and_follows_links_as_the_kernel(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f.txt").write_text("x")
+    (tmp_path / "abs").symlink_to(tmp_path / "d")
+    (tmp_path / "rel").symlink_to("d/../d")
+    fence = Confinement([])
+    up = "/.." * 3 + str(tmp_path)  # `..` at / stays at /
+    assert ops.read_text(f"{up}/abs/f.txt", fence=fence) == "x"
+    assert ops.stat_path(str(tmp_path / "rel"), fence)["entryType"] == "directory"
+    ops.write_bytes(str(tmp_path / "abs" / "n" / "g.txt"), b"g", fence)
+    assert (tmp_path / "d" / "n" / "g.txt").read_bytes() == b"g"

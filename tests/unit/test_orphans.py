@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -114,3 +115,47 @@ def test_a_stale_private_data_dir_has_its_leftovers_ended(
     datadir.remove_stale(tmp_path)
     assert not stale.exists()
     assert wait_until(lambda: not _members(left.pid), 5)
+
+
+def test_working_directories_are_recorded_before_they_exist_and_removed_by_the_sweep(tmp_path: Path) -> None:
+    registry = ProcessRegistry(tmp_path / "processes")
+    registry.open()
+    done, left = tmp_path / "done space", tmp_path / "left"
+    for folder in (done, left):
+        registry.made_dir(folder)  # returns once written
+        assert f'd "{folder}"' in registry.path.read_text()
+        folder.mkdir()
+        (folder / "f").write_text("partial")
+    shutil.rmtree(done)
+    registry.removed_dir(done)
+    registry.close()
+    assert registry.path.exists()  # `left` is still there
+    (tmp_path / "done space").mkdir()  # made again since, by someone else: not that run's
+    result = ProcessRegistry(tmp_path / "processes").sweep()
+    assert result.directories == 1
+    assert not left.exists()
+    assert done.exists()
+
+
+def test_a_stale_private_data_dir_has_its_temporary_files_removed(tmp_path: Path) -> None:
+    from app import datadir
+    from app.fs.temps import TempBook, temp_name
+
+    gone = subprocess.Popen(["true"])
+    gone.wait(5)
+    stale = tmp_path / f"acp-rest-bridge-{gone.pid}-0a1b2c"
+    stale.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    book = TempBook(str(stale / "temps"))
+    fd = os.open(work, os.O_PATH | os.O_DIRECTORY)
+    try:
+        name = temp_name("f.txt")
+        book.add(fd, name)
+        (work / name).write_text("partial")
+    finally:
+        os.close(fd)
+    (work / "f.txt").write_text("the user's")
+    datadir.remove_stale(tmp_path)
+    assert not stale.exists()
+    assert os.listdir(work) == ["f.txt"]
