@@ -22,6 +22,7 @@ from app.legacy.models import LEGACY_SCHEMAS, ProblemDetails
 OPENAPI_VERSION = "3.0.3"
 REF = "#/components/schemas/"
 ADDITION = "x-acp-rest-bridge-addition"
+MEDIA_TYPES = "x-acp-rest-bridge-media-types"
 _QUERY = "x-acp-rest-bridge-query"
 
 TAGS = [
@@ -47,10 +48,14 @@ BINARY = {"type": "string", "format": "binary"}
 
 
 def binary_request(*media_types: str, additions: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A required binary body. Media types the bridge accepts beyond legacy's are listed in the
+    ``x-acp-rest-bridge-media-types`` extension, not as ``content`` entries: client generators
+    warn on (and drop) a body media type they do not know."""
     content: dict[str, Any] = {media: {"schema": BINARY} for media in media_types}
-    for media in additions:
-        content[media] = {"schema": BINARY, ADDITION: True}
-    return {"required": True, "content": content}
+    body: dict[str, Any] = {"required": True, "content": content}
+    if additions:
+        body[MEDIA_TYPES] = list(additions)
+    return body
 
 
 def query(schema: str, *, exclude: tuple[str, ...] = (), **descriptions: str) -> dict[str, Any]:
@@ -69,6 +74,86 @@ def operation(
     if body is not None:
         result["requestBody"] = body
     return result
+
+
+# ---- what the server answers beyond the legacy document --------------------------------------
+# The legacy document declares few error statuses (none for 401, 413, 5xx); the server answers
+# these as well (behavior §1-§3), always with a ProblemDetails body. They are added to each
+# operation, marked as additions, so that typed clients know every status they can get.
+JSON_BODY_PROBLEMS = {
+    400: "Unparsable JSON body, or an invalid query",
+    413: "The body is larger than the body limit",
+    415: "The body is not `application/json`",
+    422: "The JSON body does not match its schema",
+}
+# Listing modes or models may start the agent once to ask it.
+AGENT_START_PROBLEMS = {
+    502: "The agent answered with an error",
+    504: "The agent did not answer in time",
+}
+SESSION_TURN_PROBLEMS = {
+    400: "Invalid request (the session has ended, a bad mode or attachment)",
+    404: "No such session, or its agent is not installed",
+    500: "The agent process exited",
+    502: "The agent answered with an error",
+    504: "The agent did not answer in time",
+}
+FS_PROBLEMS = {
+    400: "Invalid path or request",
+    403: "The path is outside the allowed filesystem roots",
+    404: "No such session",
+    502: "The filesystem operation failed",
+}
+ROUTE_PROBLEMS: dict[tuple[str, str], dict[int, str]] = {
+    ("post", "/v1/agents/{agent}/install"): {
+        400: "Invalid request",
+        404: "No such agent",
+        504: "The install timed out",
+    },
+    ("get", "/v1/agents/{agent}/modes"): {404: "The agent is not installed", **AGENT_START_PROBLEMS},
+    ("get", "/v1/agents/{agent}/models"): {400: "Unsupported agent", **AGENT_START_PROBLEMS},
+    ("post", "/v1/sessions/{session_id}"): {
+        404: "The agent is not installed",
+        500: "The agent process exited or its install failed",
+        502: "The agent answered with an error",
+        504: "The agent did not start in time",
+    },
+    ("post", "/v1/sessions/{session_id}/messages"): SESSION_TURN_PROBLEMS,
+    ("post", "/v1/sessions/{session_id}/messages/stream"): SESSION_TURN_PROBLEMS,
+    ("get", "/v1/sessions/{session_id}/events"): {400: "Invalid query"},
+    ("get", "/v1/sessions/{session_id}/events/sse"): {400: "Invalid query", 404: "No such session"},
+    ("post", "/v1/sessions/{session_id}/permissions/{permission_id}/reply"): {400: "Unknown permission or reply"},
+    ("post", "/v1/sessions/{session_id}/questions/{question_id}/reply"): {400: "Unknown question or answers"},
+    ("post", "/v1/sessions/{session_id}/questions/{question_id}/reject"): {400: "Unknown question"},
+}
+
+
+def added_problems(method: str, path: str, op: dict[str, Any]) -> dict[int, str]:
+    """The statuses the server can answer on one operation beyond those the legacy document lists."""
+    found: dict[int, str] = {}
+    if path.startswith("/v1/fs/"):
+        found.update(FS_PROBLEMS)
+    if any(p.get("in") == "query" for p in op.get("parameters", [])):
+        found[400] = found.get(400, "Invalid query")
+    body = op.get("requestBody", {}).get("content", {})
+    if "application/json" in body:
+        found.update({k: v for k, v in JSON_BODY_PROBLEMS.items() if k not in found})
+    elif body:
+        found[413] = "The body is larger than the limit"
+    found.update({k: v for k, v in ROUTE_PROBLEMS.get((method, path), {}).items() if k not in found})
+    if path != "/v1/health":
+        found[401] = "A token is required and was missing or wrong"
+    found[500] = found.get(500, "An unexpected server error (`internal_error`)")
+    found[503] = "The server is out of a resource it needs (storage, file descriptors) or not ready yet"
+    return found
+
+
+def _problem_response(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": REF + "ProblemDetails"}}},
+        ADDITION: True,
+    }
 
 
 # ---- building the document -------------------------------------------------------------------
@@ -186,9 +271,13 @@ def legacy_openapi(app: FastAPI) -> dict[str, Any]:
         separate_input_output_schemas=False,
     )
     schemas = legacy_schemas()
-    for operations in doc.get("paths", {}).values():
-        for op in operations.values():
+    for path, operations in doc.get("paths", {}).items():
+        for method, op in operations.items():
             _operation(op, schemas)
+            responses = op.setdefault("responses", {})
+            for status, description in sorted(added_problems(method, path, op).items()):
+                if str(status) not in responses:
+                    responses[str(status)] = _problem_response(description)
     doc["components"] = {**doc.get("components", {}), "schemas": schemas}
     return doc
 

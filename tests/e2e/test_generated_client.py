@@ -24,8 +24,6 @@ PACKAGE = "bridge_client"
 LIST_FILES = "List files in the current directory using available tools."
 CONFIG = """\
 post_hooks: []
-content_type_overrides:
-  application/x-tar: application/octet-stream
 """
 
 
@@ -160,3 +158,7 @@ def test_generated_client_drives_a_mock_session(generated: tuple[Bridge, ModuleT
     assert api("sessions.terminate_session").sync_detailed("gen", client=client).status_code == 204
     missing = api("sessions.terminate_session").sync("nope", client=client)
     assert isinstance(missing, m.ProblemDetails) and missing.status == 404
+    # The real 400 of a message to an ended session is declared, so it arrives typed too.
+    ended = post.sync("gen", client=client, body=m.MessageRequest(message="again"))
+    assert isinstance(ended, m.ProblemDetails) and ended.status == 400
+    assert ended.detail == "invalid request: session terminated"

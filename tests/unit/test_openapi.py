@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from app.api.openapi import ADDITION
+from app.api.openapi import ADDITION, MEDIA_TYPES
 from app.main import cli, create_app
 from app.settings import Settings
 from tests.support import ROOT, SHARED
@@ -87,7 +87,9 @@ def _operation(op: dict[str, Any]) -> dict[str, Any]:
         "operationId": op.get("operationId"),
         "tags": sorted(op.get("tags", [])),
         "parameters": _parameters(op),
-        "responses": {code: _content(response) for code, response in op.get("responses", {}).items()},
+        "responses": {
+            code: _content(response) for code, response in op.get("responses", {}).items() if not response.get(ADDITION)
+        },
     }
     if "requestBody" in op:
         shape["requestBody"] = {"required": op["requestBody"].get("required", False), **_content(op["requestBody"])}
@@ -125,10 +127,30 @@ def test_served_document_is_the_legacy_contract(tmp_path: Path) -> None:
 def test_additions_are_marked_and_documented(tmp_path: Path) -> None:
     doc = served(tmp_path)
     upload = doc["paths"]["/v1/fs/upload-batch"]["post"]["requestBody"]["content"]
-    assert set(upload) == {"application/octet-stream", "application/x-tar"}
-    assert upload["application/x-tar"][ADDITION] is True
+    body = doc["paths"]["/v1/fs/upload-batch"]["post"]["requestBody"]
+    assert set(upload) == {"application/octet-stream"}
+    assert body[MEDIA_TYPES] == ["application/x-tar"]
     sse = doc["paths"]["/v1/sessions/{session_id}/events/sse"]["get"]
     assert [p["name"] for p in sse["parameters"] if p.get(ADDITION)] == ["Last-Event-ID"]
+
+
+def test_every_status_the_server_answers_is_declared(tmp_path: Path) -> None:
+    """401 on every route but health, 400/413/415/422 where a JSON body is parsed, 500 and 503
+    everywhere; each added response is a ProblemDetails marked as an addition."""
+    doc = served(tmp_path)
+    for path, operations in doc["paths"].items():
+        for method, op in operations.items():
+            responses = op["responses"]
+            assert ("401" in responses) == (path != "/v1/health"), (method, path)
+            assert {"500", "503"} <= set(responses), (method, path)
+            if "application/json" in op.get("requestBody", {}).get("content", {}):
+                assert {"400", "413", "415", "422"} <= set(responses), (method, path)
+            for code, response in responses.items():
+                if response.get(ADDITION):
+                    schema = response["content"]["application/json"]["schema"]
+                    assert schema == {"$ref": "#/components/schemas/ProblemDetails"}, (method, path, code)
+    messages = doc["paths"]["/v1/sessions/{session_id}/messages"]["post"]["responses"]
+    assert {"400", "404", "500", "502", "504"} <= set(messages)
 
 
 def test_no_fastapi_validation_schemas(tmp_path: Path) -> None:

@@ -1,0 +1,556 @@
+"""The API's schemas as TypedDicts, generated from openapi/openapi.json: do not edit.
+
+Remake: .venv/bin/python clients/python/generate_models.py
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
+
+ErrorType: TypeAlias = Literal[
+    "invalid_request",
+    "unsupported_agent",
+    "agent_not_installed",
+    "install_failed",
+    "agent_process_exited",
+    "token_invalid",
+    "permission_denied",
+    "session_not_found",
+    "session_already_exists",
+    "mode_not_supported",
+    "stream_error",
+    "timeout",
+]
+
+
+EventSource: TypeAlias = Literal["agent", "daemon"]
+
+
+FileAction: TypeAlias = Literal["read", "write", "patch"]
+
+
+FsEntryType: TypeAlias = Literal["file", "directory"]
+
+
+ItemKind: TypeAlias = Literal["message", "tool_call", "tool_result", "system", "status", "unknown"]
+
+
+ItemRole: TypeAlias = Literal["user", "assistant", "system", "tool"]
+
+
+ItemStatus: TypeAlias = Literal["in_progress", "completed", "failed"]
+
+
+McpRemoteTransport: TypeAlias = Literal["http", "sse"]
+
+
+PermissionReply: TypeAlias = Literal["once", "always", "reject"]
+
+
+PermissionStatus: TypeAlias = Literal["requested", "accept", "accept_for_session", "reject"]
+
+
+QuestionStatus: TypeAlias = Literal["requested", "answered", "rejected"]
+
+
+ReasoningVisibility: TypeAlias = Literal["public", "private"]
+
+
+ServerStatus: TypeAlias = Literal["running", "stopped", "error"]
+"""
+State of an agent's shared server process
+"""
+
+
+SessionEndReason: TypeAlias = Literal["completed", "error", "terminated"]
+
+
+TerminatedBy: TypeAlias = Literal["agent", "daemon"]
+
+
+TurnPhase: TypeAlias = Literal["started", "ended"]
+
+
+UniversalEventType: TypeAlias = Literal[
+    "session.started",
+    "session.ended",
+    "turn.started",
+    "turn.ended",
+    "item.started",
+    "item.delta",
+    "item.completed",
+    "error",
+    "permission.requested",
+    "permission.resolved",
+    "question.requested",
+    "question.resolved",
+    "agent.unparsed",
+]
+
+
+class McpOAuthConfig(TypedDict):
+    clientId: NotRequired[str]
+    clientSecret: NotRequired[str]
+    scope: NotRequired[str]
+
+
+McpOAuthConfigOrDisabled: TypeAlias = McpOAuthConfig | bool
+
+
+McpCommand: TypeAlias = str | list[str]
+
+
+class McpServerConfigLocal(TypedDict):
+    type: Literal["local"]
+    command: McpCommand
+    args: NotRequired[list[str]]
+    env: NotRequired[dict[str, str]]
+    enabled: NotRequired[bool]
+    timeoutMs: NotRequired[int]
+    cwd: NotRequired[str]
+
+
+class McpServerConfigRemote(TypedDict):
+    type: Literal["remote"]
+    url: str
+    headers: NotRequired[dict[str, str]]
+    bearerTokenEnvVar: NotRequired[str]
+    envHeaders: NotRequired[dict[str, str]]
+    oauth: NotRequired[McpOAuthConfigOrDisabled]
+    enabled: NotRequired[bool]
+    timeoutMs: NotRequired[int]
+    transport: NotRequired[McpRemoteTransport]
+
+
+McpServerConfig: TypeAlias = McpServerConfigLocal | McpServerConfigRemote
+
+
+class SkillSource(TypedDict):
+    type: str
+    source: str
+    skills: NotRequired[list[str]]
+    ref: NotRequired[str]
+    subpath: NotRequired[str]
+
+
+class SkillsConfig(TypedDict):
+    sources: list[SkillSource]
+
+
+class CreateSessionRequest(TypedDict):
+    agent: str
+    agentMode: NotRequired[str]
+    permissionMode: NotRequired[str]
+    model: NotRequired[str]
+    variant: NotRequired[str]
+    agentVersion: NotRequired[str]
+    directory: NotRequired[str]
+    title: NotRequired[str]
+    mcp: NotRequired[dict[str, McpServerConfig]]
+    skills: NotRequired[SkillsConfig]
+
+
+class MessageAttachment(TypedDict):
+    path: str
+    mime: NotRequired[str]
+    filename: NotRequired[str]
+
+
+class MessageRequest(TypedDict):
+    message: str
+    attachments: NotRequired[list[MessageAttachment]]
+
+
+class PermissionReplyRequest(TypedDict):
+    reply: PermissionReply
+
+
+class QuestionReplyRequest(TypedDict):
+    answers: list[list[str]]
+
+
+class AgentInstallRequest(TypedDict):
+    reinstall: NotRequired[bool]
+
+
+FsMoveRequest = TypedDict(
+    "FsMoveRequest",
+    {
+        "from": str,
+        "to": str,
+        "overwrite": NotRequired[bool],
+    },
+)
+
+
+class EventsQuery(TypedDict):
+    offset: NotRequired[int]
+    limit: NotRequired[int]
+    includeRaw: NotRequired[bool]
+
+
+class TurnStreamQuery(TypedDict):
+    includeRaw: NotRequired[bool]
+
+
+class FsEntriesQuery(TypedDict):
+    path: NotRequired[str]
+    sessionId: NotRequired[str]
+
+
+class FsPathQuery(TypedDict):
+    path: str
+    sessionId: NotRequired[str]
+
+
+class FsDeleteQuery(TypedDict):
+    path: str
+    sessionId: NotRequired[str]
+    recursive: NotRequired[bool]
+
+
+class FsSessionQuery(TypedDict):
+    sessionId: NotRequired[str]
+
+
+class FsUploadBatchQuery(TypedDict):
+    path: NotRequired[str]
+    sessionId: NotRequired[str]
+
+
+class FsEntry(TypedDict):
+    name: str
+    path: str
+    entryType: FsEntryType
+    size: int
+    modified: NotRequired[str]
+
+
+class FsStat(TypedDict):
+    path: str
+    entryType: FsEntryType
+    size: int
+    modified: NotRequired[str]
+
+
+class FsWriteResponse(TypedDict):
+    path: str
+    bytesWritten: int
+
+
+class FsActionResponse(TypedDict):
+    path: str
+
+
+FsMoveResponse = TypedDict(
+    "FsMoveResponse",
+    {
+        "from": str,
+        "to": str,
+    },
+)
+
+
+class FsUploadBatchResponse(TypedDict):
+    paths: list[str]
+    truncated: bool
+
+
+class HealthResponse(TypedDict):
+    status: str
+
+
+class AgentCapabilities(TypedDict):
+    planMode: bool
+    permissions: bool
+    questions: bool
+    toolCalls: bool
+    toolResults: bool
+    textMessages: bool
+    images: bool
+    fileAttachments: bool
+    sessionLifecycle: bool
+    errorEvents: bool
+    reasoning: bool
+    status: bool
+    commandExecution: bool
+    fileChanges: bool
+    mcpTools: bool
+    streamingDeltas: bool
+    itemStarted: bool
+    sharedProcess: bool
+    """
+    Whether the agent runs one server process shared by its sessions
+    """
+
+
+class ServerStatusInfo(TypedDict):
+    status: ServerStatus
+    baseUrl: NotRequired[str]
+    uptimeMs: NotRequired[int]
+    restartCount: int
+    lastError: NotRequired[str]
+
+
+class AgentInfo(TypedDict):
+    id: str
+    installed: bool
+    credentialsAvailable: bool
+    """
+    Whether the credentials the agent needs are available
+    """
+    version: NotRequired[str]
+    path: NotRequired[str]
+    capabilities: AgentCapabilities
+    serverStatus: NotRequired[ServerStatusInfo]
+
+
+class AgentListResponse(TypedDict):
+    agents: list[AgentInfo]
+
+
+class AgentModeInfo(TypedDict):
+    id: str
+    name: str
+    description: str
+
+
+class AgentModesResponse(TypedDict):
+    modes: list[AgentModeInfo]
+
+
+class AgentModelInfo(TypedDict):
+    id: str
+    name: NotRequired[str]
+    variants: NotRequired[list[str]]
+    defaultVariant: NotRequired[str]
+
+
+class AgentModelsResponse(TypedDict):
+    models: list[AgentModelInfo]
+    defaultModel: NotRequired[str]
+
+
+class SessionInfo(TypedDict):
+    sessionId: str
+    agent: str
+    agentMode: str
+    permissionMode: str
+    model: NotRequired[str]
+    variant: NotRequired[str]
+    nativeSessionId: NotRequired[str]
+    ended: bool
+    eventCount: int
+    createdAt: int
+    updatedAt: int
+    directory: NotRequired[str]
+    title: NotRequired[str]
+    mcp: NotRequired[dict[str, McpServerConfig]]
+    skills: NotRequired[SkillsConfig]
+
+
+class SessionListResponse(TypedDict):
+    sessions: list[SessionInfo]
+
+
+class AgentError(TypedDict):
+    type: ErrorType
+    message: str
+    agent: NotRequired[str]
+    session_id: NotRequired[str]
+    details: NotRequired[Any]
+
+
+class CreateSessionResponse(TypedDict):
+    healthy: bool
+    nativeSessionId: NotRequired[str]
+    error: NotRequired[AgentError]
+
+
+class ContentPartText(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class ContentPartJson(TypedDict):
+    type: Literal["json"]
+    json: Any
+
+
+class ContentPartToolCall(TypedDict):
+    type: Literal["tool_call"]
+    name: str
+    arguments: str
+    call_id: str
+
+
+class ContentPartToolResult(TypedDict):
+    type: Literal["tool_result"]
+    call_id: str
+    output: str
+
+
+class ContentPartFileRef(TypedDict):
+    type: Literal["file_ref"]
+    path: str
+    action: FileAction
+    diff: NotRequired[str]
+
+
+class ContentPartReasoning(TypedDict):
+    type: Literal["reasoning"]
+    text: str
+    visibility: ReasoningVisibility
+
+
+class ContentPartImage(TypedDict):
+    type: Literal["image"]
+    path: str
+    mime: NotRequired[str]
+
+
+class ContentPartStatus(TypedDict):
+    type: Literal["status"]
+    label: str
+    detail: NotRequired[str]
+
+
+ContentPart: TypeAlias = (
+    ContentPartText
+    | ContentPartJson
+    | ContentPartToolCall
+    | ContentPartToolResult
+    | ContentPartFileRef
+    | ContentPartReasoning
+    | ContentPartImage
+    | ContentPartStatus
+)
+
+
+class UniversalItem(TypedDict):
+    item_id: str
+    native_item_id: NotRequired[str]
+    parent_id: NotRequired[str]
+    kind: ItemKind
+    role: NotRequired[ItemRole]
+    content: list[ContentPart]
+    status: ItemStatus
+
+
+class TurnEventData(TypedDict):
+    phase: TurnPhase
+    turn_id: NotRequired[str]
+    metadata: NotRequired[Any]
+
+
+class SessionStartedData(TypedDict):
+    metadata: NotRequired[Any]
+
+
+class StderrOutput(TypedDict):
+    head: NotRequired[str]
+    """
+    The first lines of stderr, or all of it when not truncated
+    """
+    tail: NotRequired[str]
+    """
+    The last lines of stderr (only when truncated)
+    """
+    total_lines: NotRequired[int]
+    """
+    Number of lines stderr had
+    """
+    truncated: bool
+    """
+    Whether lines were left out
+    """
+
+
+class SessionEndedData(TypedDict):
+    reason: SessionEndReason
+    terminated_by: TerminatedBy
+    message: NotRequired[str]
+    """
+    Error message when the reason is `error`
+    """
+    exit_code: NotRequired[int]
+    """
+    The agent's exit code when the reason is `error`
+    """
+    stderr: NotRequired[StderrOutput]
+
+
+class ItemEventData(TypedDict):
+    item: UniversalItem
+
+
+class ItemDeltaData(TypedDict):
+    item_id: str
+    native_item_id: NotRequired[str]
+    delta: str
+
+
+class ErrorData(TypedDict):
+    message: str
+    code: NotRequired[str]
+    details: NotRequired[Any]
+
+
+class PermissionEventData(TypedDict):
+    permission_id: str
+    action: str
+    status: PermissionStatus
+    metadata: NotRequired[Any]
+
+
+class QuestionEventData(TypedDict):
+    question_id: str
+    prompt: str
+    options: list[str]
+    response: NotRequired[str]
+    status: QuestionStatus
+
+
+class AgentUnparsedData(TypedDict):
+    error: str
+    location: str
+    raw_hash: NotRequired[str]
+
+
+UniversalEventData: TypeAlias = (
+    TurnEventData
+    | SessionEndedData
+    | ItemEventData
+    | ItemDeltaData
+    | ErrorData
+    | PermissionEventData
+    | QuestionEventData
+    | AgentUnparsedData
+    | SessionStartedData
+)
+
+
+class UniversalEvent(TypedDict):
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str]
+    synthetic: bool
+    source: EventSource
+    type: UniversalEventType
+    data: UniversalEventData
+    raw: NotRequired[Any]
+
+
+class EventsResponse(TypedDict):
+    events: list[UniversalEvent]
+    hasMore: bool
+
+
+class ProblemDetails(TypedDict):
+    type: str
+    title: str
+    status: int
+    detail: NotRequired[str]
+    instance: NotRequired[str]
