@@ -6,7 +6,33 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import SHARED, Bridge, start_bridge
+from tests.support import ROOT, SHARED, Bridge, start_bridge
+
+# Test tiers as markers (registered in pyproject.toml, --strict-markers): what a module needs beyond
+# Python and the project. A module may also mark itself with `pytestmark`. The fast tier is
+# `-m "not (realagents or browser or docker or npm or postgres or network)"`.
+TIERS: dict[str, tuple[str, ...]] = {
+    "browser": ("tests/browser/",),
+    "docker": ("tests/docker/",),
+    "realagents": (
+        "tests/e2e/test_real_agents.py",
+        "tests/e2e/test_legacy_agents.py",
+        "tests/e2e/test_realagent_restart.py",
+    ),
+    "npm": (
+        "tests/e2e/test_install.py",
+        "tests/e2e/test_install_failfast.py",
+        "tests/e2e/test_node_on_demand.py",
+    ),
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        where = item.path.relative_to(ROOT).as_posix() if item.path.is_relative_to(ROOT) else ""
+        for marker, prefixes in TIERS.items():
+            if where.startswith(prefixes):
+                item.add_marker(marker)
 
 
 @pytest.fixture(scope="session")

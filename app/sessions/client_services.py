@@ -7,7 +7,7 @@ Built once by ``create_app`` and shared by every session. A request has up to tw
 there); ``handle`` runs in the SDK's task for the request and returns the result (or raises
 ``acp.RequestError``). Only the methods listed here are advertised in ``initialize``, less those an
 agent's profile disables. To add a client method: write its handler (a module of this package),
-add one ``ClientMethod`` line to ``ClientServices.__init__``.
+add one ``ClientMethod`` line to the list in ``ClientServices.methods``.
 """
 
 from __future__ import annotations

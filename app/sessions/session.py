@@ -54,6 +54,19 @@ class Phase(enum.Enum):
     SUSPENDED = "suspended"
 
 
+# The lifecycle's allowed steps; ``Session._set_phase`` refuses any other. A step to the same phase
+# is always allowed (an end noticed twice).
+TRANSITIONS: dict[Phase, frozenset[Phase]] = {
+    # Started; or built from an earlier run's record (suspended or ended); or stopped during start.
+    Phase.STARTING: frozenset({Phase.RUNNING, Phase.SUSPENDED, Phase.ENDED, Phase.ENDING}),
+    Phase.RUNNING: frozenset({Phase.ENDING}),
+    # Its agent started again; found ended after all, or it cannot start again; terminated, shut down.
+    Phase.SUSPENDED: frozenset({Phase.RUNNING, Phase.ENDED, Phase.ENDING}),
+    Phase.ENDING: frozenset({Phase.ENDED}),
+    Phase.ENDED: frozenset(),
+}
+
+
 class Session:
     def __init__(
         self,
@@ -156,6 +169,8 @@ class Session:
 
     # ---- lifecycle -----------------------------------------------------------------------
     def _set_phase(self, phase: Phase, reason: EndReason | None = None) -> None:
+        if phase is not self.phase and phase not in TRANSITIONS[self.phase]:
+            raise RuntimeError(f"session {self.id}: no step from {self.phase.value} to {phase.value}")
         self.phase = phase
         if reason is not None:
             self.end_reason = reason
