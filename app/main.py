@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import json
 import logging
@@ -22,6 +23,7 @@ from app.agents.registry import AgentRegistry, AgentsFileError
 from app.events.log import trim_heap
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore
+from app.metrics import Metrics
 from app.sessions import retention
 from app.sessions.client_services import ClientServices
 from app.sessions.manager import SessionManager
@@ -29,6 +31,7 @@ from app.settings import Settings
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+    from prometheus_client.registry import CollectorRegistry
 
     from app.api.middleware import ASGIApp
 
@@ -48,6 +51,8 @@ class Services:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        # What GET /metrics reports: counted by the services below.
+        self.metrics = Metrics()
         cache_dir = settings.cache_dir()
         self.node = OnDemandNode(cache_dir / "node", settings.install_timeout) if settings.node_on_demand else None
         self.registry = AgentRegistry(
@@ -55,13 +60,18 @@ class Services:
             install_dir=cache_dir / "bin",
             install_timeout=settings.install_timeout,
             node=self.node,
+            metrics=self.metrics,
         )
         self.store = open_store(settings)
+        if isinstance(self.store, SqliteEventStore):
+            self.store.commit_observer = self.metrics.events_written
         # What the bridge answers when an agent asks (permissions, files, terminals...).
         self.client_services = ClientServices()
         # Agent and terminal process groups, so the next server on the data dir can end a crashed run's.
         self.processes = ProcessRegistry(settings.resolved_data_dir() / "processes")
-        self.manager = SessionManager(settings, self.registry, self.store, self.client_services, self.processes)
+        self.manager = SessionManager(
+            settings, self.registry, self.store, self.client_services, self.processes, metrics=self.metrics
+        )
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -103,9 +113,10 @@ def settle_memory() -> None:
     trim_heap()
 
 
-def middleware_options(settings: Settings) -> dict[str, Any]:
+def middleware_options(settings: Settings, metrics: Metrics | None = None) -> dict[str, Any]:
     """The settings of the one pure ASGI layer (``BridgeMiddleware``)."""
     return {
+        "metrics": metrics,
         "token": settings.token,
         "body_limit": settings.body_limit,
         "cors_origins": settings.cors_allow_origin,
@@ -113,6 +124,23 @@ def middleware_options(settings: Settings) -> dict[str, Any]:
         "cors_headers": settings.cors_allow_header,
         "cors_credentials": settings.cors_allow_credentials,
     }
+
+
+def metrics_registry(services: Services) -> Callable[[], CollectorRegistry]:
+    """The server's own Prometheus registry (never the library's global one), made at the first
+    scrape: prometheus_client is imported only when someone asks."""
+
+    @functools.cache
+    def registry() -> CollectorRegistry:
+        from prometheus_client.registry import CollectorRegistry
+
+        from app.api.metrics import BridgeCollector
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(BridgeCollector(services.metrics, services.manager, services.store))
+        return registry
+
+    return registry
 
 
 def create_api(services: Services, lifespan: Any = None) -> FastAPI:
@@ -124,7 +152,20 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
     from fastapi import FastAPI
     from starlette.responses import PlainTextResponse
 
-    from app.api import agents, events, fs, health, openapi, permissions, problems, questions, routing, sessions, ui
+    from app.api import (
+        agents,
+        events,
+        fs,
+        health,
+        metrics,
+        openapi,
+        permissions,
+        problems,
+        questions,
+        routing,
+        sessions,
+        ui,
+    )
     from app.api.middleware import BridgeMiddleware
 
     app = FastAPI(
@@ -142,9 +183,10 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
     app.state.registry = services.registry
     app.state.manager = services.manager
     app.state.store = services.store
+    app.state.metrics_registry = metrics_registry(services)
     problems.install(app)
     openapi.install(app)
-    routing.include(app, [r.router for r in (health, agents, sessions, events, permissions, questions, fs)])
+    routing.include(app, [r.router for r in (health, agents, sessions, events, permissions, questions, fs, metrics)])
     ui.install(app)
 
     @app.get("/", include_in_schema=False)
@@ -152,7 +194,9 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
         return PlainTextResponse(problems.SERVER_INFO)
 
     # One pure ASGI layer: CORS (answers every OPTIONS) -> auth -> body limit -> encoded-path routing.
-    app.add_middleware(BridgeMiddleware, on_error=problems.problem_response, **middleware_options(services.settings))
+    app.add_middleware(
+        BridgeMiddleware, on_error=problems.problem_response, **middleware_options(services.settings, services.metrics)
+    )
     return app
 
 
@@ -181,7 +225,9 @@ def create_front(services: Services, on_failure: Callable[[str], None]) -> start
         return app
 
     def early(inner: ASGIApp) -> ASGIApp:
-        return BridgeMiddleware(inner, on_error=startup.problem_app, **middleware_options(services.settings))
+        return BridgeMiddleware(
+            inner, on_error=startup.problem_app, **middleware_options(services.settings, services.metrics)
+        )
 
     return startup.Front(services.running, build, early, on_failure)
 

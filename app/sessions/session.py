@@ -23,6 +23,7 @@ from app.errors import AgentProcessExited, InvalidRequest
 from app.events.envelope import dumps
 from app.events.log import SessionEventLog
 from app.events.model import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft, JsonText
+from app.metrics import Metrics
 from app.settings import Settings
 from app.translate.extensions import rpc_error_data
 from app.translate.outgoing import prompt_params
@@ -67,8 +68,10 @@ class Session:
         settings: Settings,
         services: ClientServices,
         processes: ProcessRegistry | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.id = session_id
+        self.metrics = metrics
         self.spec = spec
         self.config = config
         self.log = log
@@ -79,7 +82,7 @@ class Session:
         self.processes = processes  # where agent and terminal process groups are recorded
         self.created_at_ms = int(time.time() * 1000)
         # The parts.
-        self.agent = AgentLink(session_id, spec, settings, processes)
+        self.agent = AgentLink(session_id, spec, settings, processes, metrics)
         self.turns = TurnQueue(session_id, self._begin_turn, self._run_turn)
         self.terminals = SessionTerminals()
         self.translator = SessionTranslator(
@@ -129,6 +132,7 @@ class Session:
         exit_info: ExitInfo | None,
         processes: ProcessRegistry | None = None,
         recovery: Recovery | None = None,
+        metrics: Metrics | None = None,
     ) -> Session:
         """A session of an earlier run on this data dir: listed, readable, no agent. Ended, unless
         it was live when that run stopped (``recovery``): then suspended until its next message."""
@@ -142,6 +146,7 @@ class Session:
             settings=settings,
             services=services,
             processes=processes,
+            metrics=metrics,
         )
         session.created_at_ms = created_at_ms
         session.native_session_id = log.native_session_id = native_session_id
@@ -264,6 +269,8 @@ class Session:
 
     def _begin_turn(self, turn: Turn) -> None:
         turn.params = prompt_params(self.native_session_id, turn.blocks, turn.turn_id)
+        if self.metrics is not None:
+            turn.started = self.metrics.turn_started(self.spec.id)
         # The raw of turn.started and of the user's item: serialised here once, not by the store
         # once for each of the three events.
         raw = JsonText(dumps({"jsonrpc": "2.0", "method": "session/prompt", "params": turn.params}))
@@ -278,8 +285,15 @@ class Session:
             return
         except (ConnectionError, OSError):
             return  # the agent is gone: the process watcher records what happened
+        finally:
+            self._count_turn_end(turn, "interrupted")  # when nothing ended it (cancelled, agent gone)
         if not turn.ended:
             self._turn_done(turn, result)
+
+    def _count_turn_end(self, turn: Turn, stop_reason: str) -> None:
+        if self.metrics is not None and turn.started and not turn.counted:
+            turn.counted = True
+            self.metrics.turn_ended(self.spec.id, stop_reason, turn.started)
 
     def _prompt_answered(self, turn: Turn, message: dict[str, Any]) -> None:
         """The agent answered the turn's prompt: what ends the turn is recorded now, in wire order
@@ -298,6 +312,7 @@ class Session:
     def _turn_done(self, turn: Turn, result: Any) -> None:
         turn.ended = True
         stop = result.get("stopReason") if isinstance(result, dict) else None
+        self._count_turn_end(turn, stop if isinstance(stop, str) else "unknown")
         metadata: dict[str, Any] = {"stopReason": stop}
         if isinstance(result, dict) and isinstance(result.get("_meta"), dict):
             metadata["meta"] = result["_meta"]
@@ -305,6 +320,7 @@ class Session:
 
     def _turn_failed(self, turn: Turn, exc: RequestError) -> None:
         turn.ended = True
+        self._count_turn_end(turn, "error")
         self.record_one(ERROR, rpc_error_data(exc.code, str(exc), exc.data), synthetic=True, raw=turn.response)
         self.record(self.translator.turn_ended(turn.turn_id, {"stopReason": "error"}, raw=None))
 
@@ -421,7 +437,13 @@ class Session:
         self.log.finish()  # its events are read from the store from now on
         with contextlib.suppress(Exception):
             await self.terminals.close_all()  # commands the agent started
-        await self.agent.stop()  # connection, process group, transcript
+        if self.shutting_down:
+            reason = "shutdown"
+        elif self.exit_info is not None:
+            reason = "exited"  # by itself
+        else:
+            reason = "terminated"
+        await self.agent.stop(reason)  # connection, process group, transcript
         await self.turns.cancel()  # a turn still waiting for the agent's answer
         self._set_phase(Phase.ENDED)
 
