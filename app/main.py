@@ -28,16 +28,28 @@ from app.sessions import retention
 from app.sessions.client_services import ClientServices
 from app.sessions.manager import SessionManager
 from app.settings import Settings
+from app.webhooks.outbox import WebhookConfigError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
     from prometheus_client.registry import CollectorRegistry
 
     from app.api.middleware import ASGIApp
+    from app.webhooks.dispatcher import WebhookDispatcher
 
 VERSION = "0.1.0"
 LOG_FORMAT = "%(levelname)-9s %(name)s: %(message)s"
 SHUTDOWN_GRACE = 2  # seconds (uvicorn takes whole seconds)
+
+
+def open_webhooks(settings: Settings, store: EventStore, metrics: Metrics) -> WebhookDispatcher | None:
+    """The webhook dispatcher and its outbox (beside the events), or None without a webhook URL."""
+    if not settings.webhook_url:
+        return None
+    from app.webhooks.dispatcher import WebhookDispatcher
+    from app.webhooks.sqlite_outbox import SqliteOutbox
+
+    return WebhookDispatcher(settings, store, SqliteOutbox(settings.resolved_data_dir()), metrics)
 
 
 def open_store(settings: Settings) -> EventStore:
@@ -69,8 +81,16 @@ class Services:
         self.client_services = ClientServices()
         # Agent and terminal process groups, so the next server on the data dir can end a crashed run's.
         self.processes = ProcessRegistry(settings.resolved_data_dir() / "processes")
+        # Webhooks, when a URL is set: every committed event goes by the dispatcher.
+        self.webhooks = open_webhooks(settings, self.store, self.metrics)
         self.manager = SessionManager(
-            settings, self.registry, self.store, self.client_services, self.processes, metrics=self.metrics
+            settings,
+            self.registry,
+            self.store,
+            self.client_services,
+            self.processes,
+            metrics=self.metrics,
+            on_event=None if self.webhooks is None else self.webhooks.observe,
         )
 
     @asynccontextmanager
@@ -82,12 +102,17 @@ class Services:
             self.node.activate()  # a Node.js installed on demand by an earlier run
         store.open()
         pruning = None
+        webhooks = self.webhooks
         try:
+            if webhooks is not None:
+                await webhooks.open()  # what an earlier run did not deliver
             # The data dir is this server's now: end what an earlier run left alive.
             await asyncio.to_thread(processes.sweep)
             processes.open()
             manager.restore()
             await manager.settle_restored()
+            if webhooks is not None:
+                webhooks.start([session.id for session in manager.list()])
             if settings.retention_days > 0:
                 pruning = asyncio.create_task(retention.run(manager, settings.retention_days), name="retention")
             yield
@@ -97,6 +122,8 @@ class Services:
             if self.registry.installer is not None:
                 await self.registry.installer.shutdown()
             await manager.shutdown()
+            if webhooks is not None:
+                await webhooks.close()  # what is not delivered stays in the outbox
             processes.close()
             store.close()  # commits every event still queued
             datadir.remove(settings)
@@ -137,7 +164,9 @@ def metrics_registry(services: Services) -> Callable[[], CollectorRegistry]:
         from app.api.metrics import BridgeCollector
 
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(BridgeCollector(services.metrics, services.manager, services.store))
+        webhooks = services.webhooks
+        queue = None if webhooks is None else (lambda: webhooks.queue_depth)
+        registry.register(BridgeCollector(services.metrics, services.manager, services.store, queue))
         return registry
 
     return registry
@@ -315,7 +344,7 @@ def cli(argv: Sequence[str] | None = None) -> None:
         datadir.prepare(settings)
         services.store.open()  # here, so a locked or unusable data dir is a one-line error
         sock = startup.listen(settings.host, settings.port)
-    except (AgentsFileError, StoreError, startup.StartError, OSError) as exc:
+    except (AgentsFileError, StoreError, startup.StartError, OSError, WebhookConfigError) as exc:
         datadir.remove(settings)
         sys.exit(f"acp-rest-bridge: {exc}")
     print(startup.startup_line(settings, services.registry, sock), file=sys.stderr, flush=True)
