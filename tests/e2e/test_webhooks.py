@@ -22,7 +22,7 @@ from standardwebhooks import Webhook
 
 from app.webhooks.dispatcher import webhook_id
 from tests.e2e.hitl_support import reply_permission, wait_count
-from tests.support import Bridge, create_session, events, send, start_bridge, until_type, wait_for_events, wait_until
+from tests.support import create_session, events, send, start_bridge, until_type, wait_for_events, wait_until
 
 SECRET = "whsec_" + base64.b64encode(b"a test secret of 32 bytes, fixed").decode()
 SELECTED = ("session.started", "session.ended", "turn.ended", "permission.requested", "question.requested", "error")
