@@ -7,7 +7,6 @@ import asyncio
 import functools
 import gc
 import json
-import logging
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from app import datadir, startup
+from app import datadir, logs, startup
 from app.acp.orphans import ProcessRegistry
 from app.agents.node import OnDemandNode
 from app.agents.registry import AgentRegistry, AgentsFileError
@@ -38,7 +37,6 @@ if TYPE_CHECKING:
     from app.webhooks.dispatcher import WebhookDispatcher
 
 VERSION = "0.1.0"
-LOG_FORMAT = "%(levelname)-9s %(name)s: %(message)s"
 SHUTDOWN_GRACE = 2  # seconds (uvicorn takes whole seconds)
 
 
@@ -347,15 +345,17 @@ def cli(argv: Sequence[str] | None = None) -> None:
     except (AgentsFileError, StoreError, startup.StartError, OSError, WebhookConfigError) as exc:
         datadir.remove(settings)
         sys.exit(f"acp-rest-bridge: {exc}")
-    print(startup.startup_line(settings, services.registry, sock), file=sys.stderr, flush=True)
+    print(logs.line(startup.startup_line(settings, services.registry, sock), settings.log_format), file=sys.stderr)
     warning = startup.open_api_warning(settings)
     if warning:
-        print(warning, file=sys.stderr, flush=True)
+        print(logs.line(warning, settings.log_format, "warning"), file=sys.stderr, flush=True)
+    sys.stderr.flush()
     import uvicorn
 
-    # The bridge's own records (and the ACP SDK's, which go to the root logger) at the chosen level.
-    level = logging.getLevelName(settings.log_level.upper())
-    logging.basicConfig(level=level if isinstance(level, int) else logging.INFO, format=LOG_FORMAT)
+    # The bridge's own records (and the ACP SDK's, which go to the root logger) at the chosen level;
+    # as JSON lines, uvicorn's too (it then configures no handlers of its own).
+    logs.configure(settings.log_level, settings.log_format)
+    json_logs = settings.log_format == "json"
     failures: list[str] = []
 
     def fail(reason: str) -> None:  # the HTTP application could not be built: stop, say why
@@ -374,6 +374,8 @@ def cli(argv: Sequence[str] | None = None) -> None:
         ws="none",
         lifespan="on",
         timeout_graceful_shutdown=SHUTDOWN_GRACE,
+        # As JSON lines, uvicorn's records go to the root logger's handler.
+        log_config=None if json_logs else uvicorn.config.LOGGING_CONFIG,
     )
     server = uvicorn.Server(config)
     server.run(sockets=[sock])  # the socket bound above

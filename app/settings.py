@@ -7,7 +7,7 @@ import os
 import secrets
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, PrivateAttr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -96,6 +96,8 @@ class Settings(BaseSettings):
     transcript_dir: Path | None = None
 
     log_level: str = "warning"
+    # `text`, or `json`: one JSON object per log line (with session id and trace id where known).
+    log_format: Literal["text", "json"] = "text"
 
     # Webhooks (app/webhooks/): each committed event of these types is POSTed to every URL, signed
     # with the secret (Standard Webhooks), per session in order, retried with growing delays.

@@ -23,6 +23,7 @@ from app.errors import AgentProcessExited, InvalidRequest
 from app.events.envelope import dumps
 from app.events.log import SessionEventLog
 from app.events.model import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft, JsonText
+from app.logs import current_session
 from app.metrics import Metrics
 from app.settings import Settings
 from app.translate.extensions import rpc_error_data
@@ -188,6 +189,7 @@ class Session:
     # ---- start-up ------------------------------------------------------------------------
     async def start(self) -> None:
         """Spawn the agent, `initialize`, `session/new`; record session.started."""
+        current_session.set(self.id)  # log lines of this task and those it starts name the session
         capabilities = self.services.client_capabilities(self.spec.disabled_services)
         try:
             new = await self.agent.start(self, capabilities, self.config, self.cwd, self.translator.state)
@@ -251,6 +253,7 @@ class Session:
         """Accept a message: its turn starts now (turn.started recorded before returning) or after
         the turn in flight, since ACP agents take one prompt at a time. Returns the turn's id.
         ``image_data``: the image attachments already read (``sessions.attachments.read_images``)."""
+        current_session.set(self.id)
         self.check_accepting()
         image_capable = bool(self.agent.prompt_capabilities.get("image"))
         image_data = image_data or {}
@@ -386,6 +389,7 @@ class Session:
 
     async def terminate(self) -> None:
         """Legacy terminate: record exactly one session.ended, stop the agent. Idempotent."""
+        current_session.set(self.id)
         if self.ended:
             if self._ending is not None:
                 await asyncio.shield(self._ending)
