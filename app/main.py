@@ -27,6 +27,7 @@ from app.sessions import retention
 from app.sessions.client_services import ClientServices
 from app.sessions.manager import SessionManager
 from app.settings import Settings
+from app.tracing import Tracing, TracingUnavailable
 from app.webhooks.outbox import WebhookConfigError
 
 if TYPE_CHECKING:
@@ -63,6 +64,8 @@ class Services:
         self.settings = settings
         # What GET /metrics reports: counted by the services below.
         self.metrics = Metrics()
+        # Traces, when the OTEL_* environment asks for an exporter (None: off).
+        self.tracing = Tracing.from_environment()
         cache_dir = settings.cache_dir()
         self.node = OnDemandNode(cache_dir / "node", settings.install_timeout) if settings.node_on_demand else None
         self.registry = AgentRegistry(
@@ -88,6 +91,7 @@ class Services:
             self.client_services,
             self.processes,
             metrics=self.metrics,
+            tracing=self.tracing,
             on_event=None if self.webhooks is None else self.webhooks.observe,
         )
 
@@ -124,6 +128,8 @@ class Services:
                 await webhooks.close()  # what is not delivered stays in the outbox
             processes.close()
             store.close()  # commits every event still queued
+            if self.tracing is not None:
+                await asyncio.to_thread(self.tracing.shutdown)  # the spans not exported yet
             datadir.remove(settings)
 
 
@@ -138,10 +144,12 @@ def settle_memory() -> None:
     trim_heap()
 
 
-def middleware_options(settings: Settings, metrics: Metrics | None = None) -> dict[str, Any]:
+def middleware_options(services: Services) -> dict[str, Any]:
     """The settings of the one pure ASGI layer (``BridgeMiddleware``)."""
+    settings = services.settings
     return {
-        "metrics": metrics,
+        "metrics": services.metrics,
+        "tracing": services.tracing,
         "token": settings.token,
         "body_limit": settings.body_limit,
         "cors_origins": settings.cors_allow_origin,
@@ -222,7 +230,9 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
 
     # One pure ASGI layer: CORS (answers every OPTIONS) -> auth -> body limit -> encoded-path routing.
     app.add_middleware(
-        BridgeMiddleware, on_error=problems.problem_response, **middleware_options(services.settings, services.metrics)
+        BridgeMiddleware,
+        on_error=problems.problem_response,
+        **middleware_options(services),
     )
     return app
 
@@ -253,7 +263,9 @@ def create_front(services: Services, on_failure: Callable[[str], None]) -> start
 
     def early(inner: ASGIApp) -> ASGIApp:
         return BridgeMiddleware(
-            inner, on_error=startup.problem_app, **middleware_options(services.settings, services.metrics)
+            inner,
+            on_error=startup.problem_app,
+            **middleware_options(services),
         )
 
     return startup.Front(services.running, build, early, on_failure)
@@ -342,7 +354,7 @@ def cli(argv: Sequence[str] | None = None) -> None:
         datadir.prepare(settings)
         services.store.open()  # here, so a locked or unusable data dir is a one-line error
         sock = startup.listen(settings.host, settings.port)
-    except (AgentsFileError, StoreError, startup.StartError, OSError, WebhookConfigError) as exc:
+    except (AgentsFileError, StoreError, startup.StartError, OSError, WebhookConfigError, TracingUnavailable) as exc:
         datadir.remove(settings)
         sys.exit(f"acp-rest-bridge: {exc}")
     print(logs.line(startup.startup_line(settings, services.registry, sock), settings.log_format), file=sys.stderr)

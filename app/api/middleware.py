@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hmac
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -16,6 +17,7 @@ from typing import Any
 
 from app.errors import BridgeError, RequestFormatError, TokenInvalid
 from app.metrics import Metrics
+from app.tracing import Tracing
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -48,9 +50,11 @@ class BridgeMiddleware:
         cors_headers: list[str],
         cors_credentials: bool,
         metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.app = app
         self.metrics = metrics
+        self.tracing = tracing
         self.token = None if token is None else token.encode()
         self.limit = body_limit
         self.on_error = on_error
@@ -76,20 +80,31 @@ class BridgeMiddleware:
             await self.app(scope, receive, send)
             return
         metrics = self.metrics
-        if metrics is None:
+        if metrics is None and self.tracing is None:
             await self._serve(scope, receive, send)
             return
         # Counted by route template (the matched route's path; FastAPI leaves it in the scope),
         # method and status; the duration is until the app returns (a stream's whole length).
         start = time.perf_counter()
         seen: list[int] = []  # the response's status, once started
-        try:
-            await self._serve(scope, receive, send, seen)
-        finally:
-            status = seen[0] if seen else 500
-            route = scope.get("route")
-            template = getattr(route, "path", None) or ("unmatched" if status == 404 else "other")
-            metrics.http_request(template, scope["method"], status, time.perf_counter() - start)
+        method = scope["method"]
+        with contextlib.ExitStack() as stack:
+            tracing = self.tracing
+            span = None if tracing is None else stack.enter_context(tracing.server_span(method, scope["headers"]))
+            try:
+                await self._serve(scope, receive, send, seen)
+            finally:
+                status = seen[0] if seen else 500
+                route = scope.get("route")
+                template = getattr(route, "path", None) or ("unmatched" if status == 404 else "other")
+                if metrics is not None:
+                    metrics.http_request(template, method, status, time.perf_counter() - start)
+                if span is not None:
+                    span.update_name(f"{method} {template}")
+                    span.set_attribute("http.request.method", method)
+                    span.set_attribute("http.route", template)
+                    span.set_attribute("url.path", scope["path"])
+                    span.set_attribute("http.response.status_code", status)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send, seen: list[int] | None = None) -> None:
         origin = authorization = length = None

@@ -19,6 +19,7 @@ from app.agents.registry import AgentSpec
 from app.errors import AgentNotInstalled, AgentProcessExited, StreamError, Timeout
 from app.metrics import Metrics
 from app.settings import Settings
+from app.tracing import Tracing
 from app.translate.outgoing import session_new_params
 from app.translate.session_translator import SessionState
 
@@ -60,9 +61,11 @@ class AgentLink:
         settings: Settings,
         processes: ProcessRegistry | None = None,
         metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.session_id = session_id
         self.metrics = metrics
+        self.tracing = tracing
         self._counted_exit = True  # no process to count yet
         self.spec = spec
         self.settings = settings
@@ -119,7 +122,7 @@ class AgentLink:
         if self.metrics is not None:
             self.metrics.agent_started(self.spec.id)
             self._counted_exit = False
-        self.connection = AgentConnection(self.process, observer)
+        self.connection = AgentConnection(self.process, observer, self.tracing)
         if self.settings.transcript_dir is not None:
             self.connection.record_transcript(self.settings.transcript_dir, self.session_id)
 

@@ -25,6 +25,7 @@ from app.events.store import EventStore
 from app.events.text import clean_text
 from app.metrics import Metrics
 from app.settings import Settings
+from app.tracing import Tracing
 
 from .config import SessionConfig
 
@@ -48,10 +49,12 @@ class SessionManager:
         services: ClientServices,
         processes: ProcessRegistry | None = None,
         metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
         on_event: Callable[[StoredEvent], None] | None = None,
     ) -> None:
         self.settings = settings
         self.metrics = metrics
+        self.tracing = tracing
         # Called with every event once it is committed (webhooks).
         self.on_event = on_event
         self.registry = registry
@@ -122,6 +125,7 @@ class SessionManager:
             processes=self.processes,
             recovery=resumable,
             metrics=self.metrics,
+            tracing=self.tracing,
         )
 
     async def settle_restored(self) -> None:
@@ -240,6 +244,7 @@ class SessionManager:
                 services=self.services,
                 processes=self.processes,
                 metrics=self.metrics,
+                tracing=self.tracing,
             )
             await session.start()
             self._sessions[session_id] = session

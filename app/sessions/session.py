@@ -26,6 +26,7 @@ from app.events.model import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft, 
 from app.logs import current_session
 from app.metrics import Metrics
 from app.settings import Settings
+from app.tracing import Tracing
 from app.translate.extensions import rpc_error_data
 from app.translate.outgoing import prompt_params
 from app.translate.prompt import Attachment, prompt_blocks, resolve_attachment_path, user_item_parts
@@ -70,9 +71,11 @@ class Session:
         services: ClientServices,
         processes: ProcessRegistry | None = None,
         metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.id = session_id
         self.metrics = metrics
+        self.tracing = tracing
         self.spec = spec
         self.config = config
         self.log = log
@@ -83,7 +86,7 @@ class Session:
         self.processes = processes  # where agent and terminal process groups are recorded
         self.created_at_ms = int(time.time() * 1000)
         # The parts.
-        self.agent = AgentLink(session_id, spec, settings, processes, metrics)
+        self.agent = AgentLink(session_id, spec, settings, processes, metrics, tracing)
         self.turns = TurnQueue(session_id, self._begin_turn, self._run_turn)
         self.terminals = SessionTerminals()
         self.translator = SessionTranslator(
@@ -134,6 +137,7 @@ class Session:
         processes: ProcessRegistry | None = None,
         recovery: Recovery | None = None,
         metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
     ) -> Session:
         """A session of an earlier run on this data dir: listed, readable, no agent. Ended, unless
         it was live when that run stopped (``recovery``): then suspended until its next message."""
@@ -148,6 +152,7 @@ class Session:
             services=services,
             processes=processes,
             metrics=metrics,
+            tracing=tracing,
         )
         session.created_at_ms = created_at_ms
         session.native_session_id = log.native_session_id = native_session_id
@@ -267,6 +272,8 @@ class Session:
             ),
             user_item_parts(attachments),
         )
+        if self.tracing is not None:
+            turn.trace_parent = self.tracing.current()  # the request's span, also for a turn that waits
         self.turns.submit(turn)
         return turn.turn_id
 
@@ -274,6 +281,10 @@ class Session:
         turn.params = prompt_params(self.native_session_id, turn.blocks, turn.turn_id)
         if self.metrics is not None:
             turn.started = self.metrics.turn_started(self.spec.id)
+        if self.tracing is not None:
+            turn.span = self.tracing.start_span(
+                "turn", turn.trace_parent, **{"session.id": self.id, "turn.id": turn.turn_id, "agent": self.spec.id}
+            )
         # The raw of turn.started and of the user's item: serialised here once, not by the store
         # once for each of the three events.
         raw = JsonText(dumps({"jsonrpc": "2.0", "method": "session/prompt", "params": turn.params}))
@@ -281,7 +292,12 @@ class Session:
 
     async def _run_turn(self, turn: Turn) -> None:
         try:
-            result = await self.agent.request("session/prompt", turn.params)
+            if turn.span is None:
+                result = await self.agent.request("session/prompt", turn.params)
+            else:
+                assert self.tracing is not None
+                with self.tracing.use(turn.span):  # the ACP request's span is the turn's child
+                    result = await self.agent.request("session/prompt", turn.params)
         except RequestError as exc:
             if not turn.ended:
                 self._turn_failed(turn, exc)
@@ -289,14 +305,20 @@ class Session:
         except (ConnectionError, OSError):
             return  # the agent is gone: the process watcher records what happened
         finally:
-            self._count_turn_end(turn, "interrupted")  # when nothing ended it (cancelled, agent gone)
+            self._turn_over(turn, "interrupted")  # when nothing ended it (cancelled, agent gone)
         if not turn.ended:
             self._turn_done(turn, result)
 
-    def _count_turn_end(self, turn: Turn, stop_reason: str) -> None:
-        if self.metrics is not None and turn.started and not turn.counted:
-            turn.counted = True
+    def _turn_over(self, turn: Turn, stop_reason: str) -> None:
+        """Once per turn: its end counted, its span ended."""
+        if turn.counted:
+            return
+        turn.counted = True
+        if self.metrics is not None and turn.started:
             self.metrics.turn_ended(self.spec.id, stop_reason, turn.started)
+        if turn.span is not None:
+            turn.span.set_attribute("acp.stop_reason", stop_reason)
+            turn.span.end()
 
     def _prompt_answered(self, turn: Turn, message: dict[str, Any]) -> None:
         """The agent answered the turn's prompt: what ends the turn is recorded now, in wire order
@@ -315,7 +337,7 @@ class Session:
     def _turn_done(self, turn: Turn, result: Any) -> None:
         turn.ended = True
         stop = result.get("stopReason") if isinstance(result, dict) else None
-        self._count_turn_end(turn, stop if isinstance(stop, str) else "unknown")
+        self._turn_over(turn, stop if isinstance(stop, str) else "unknown")
         metadata: dict[str, Any] = {"stopReason": stop}
         if isinstance(result, dict) and isinstance(result.get("_meta"), dict):
             metadata["meta"] = result["_meta"]
@@ -323,7 +345,7 @@ class Session:
 
     def _turn_failed(self, turn: Turn, exc: RequestError) -> None:
         turn.ended = True
-        self._count_turn_end(turn, "error")
+        self._turn_over(turn, "error")
         self.record_one(ERROR, rpc_error_data(exc.code, str(exc), exc.data), synthetic=True, raw=turn.response)
         self.record(self.translator.turn_ended(turn.turn_id, {"stopReason": "error"}, raw=None))
 
