@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import hmac
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -83,28 +82,31 @@ class BridgeMiddleware:
         if metrics is None and self.tracing is None:
             await self._serve(scope, receive, send)
             return
-        # Counted by route template (the matched route's path; FastAPI leaves it in the scope),
-        # method and status; the duration is until the app returns (a stream's whole length).
+        if self.tracing is None:
+            await self._measured(scope, receive, send, metrics, None)
+            return
+        with self.tracing.server_span(scope["method"], scope["headers"]) as span:
+            await self._measured(scope, receive, send, metrics, span)
+
+    async def _measured(self, scope: Scope, receive: Receive, send: Send, metrics: Metrics | None, span: Any) -> None:
+        """Counted by route template (the matched route's path; FastAPI leaves it in the scope),
+        method and status; the duration is until the app returns (a stream's whole length)."""
         start = time.perf_counter()
         seen: list[int] = []  # the response's status, once started
-        method = scope["method"]
-        with contextlib.ExitStack() as stack:
-            tracing = self.tracing
-            span = None if tracing is None else stack.enter_context(tracing.server_span(method, scope["headers"]))
-            try:
-                await self._serve(scope, receive, send, seen)
-            finally:
-                status = seen[0] if seen else 500
-                route = scope.get("route")
-                template = getattr(route, "path", None) or ("unmatched" if status == 404 else "other")
-                if metrics is not None:
-                    metrics.http_request(template, method, status, time.perf_counter() - start)
-                if span is not None:
-                    span.update_name(f"{method} {template}")
-                    span.set_attribute("http.request.method", method)
-                    span.set_attribute("http.route", template)
-                    span.set_attribute("url.path", scope["path"])
-                    span.set_attribute("http.response.status_code", status)
+        try:
+            await self._serve(scope, receive, send, seen)
+        finally:
+            status = seen[0] if seen else 500
+            route = scope.get("route")
+            template = getattr(route, "path", None) or ("unmatched" if status == 404 else "other")
+            if metrics is not None:
+                metrics.http_request(template, scope["method"], status, time.perf_counter() - start)
+            if span is not None:
+                span.update_name(f"{scope['method']} {template}")
+                span.set_attribute("http.request.method", scope["method"])
+                span.set_attribute("http.route", template)
+                span.set_attribute("url.path", scope["path"])
+                span.set_attribute("http.response.status_code", status)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send, seen: list[int] | None = None) -> None:
         origin = authorization = length = None

@@ -6,8 +6,12 @@ pending loses none of them."""
 from __future__ import annotations
 
 import base64
+import os
 import signal
+import socket
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import closing
@@ -22,7 +26,7 @@ from standardwebhooks import Webhook
 
 from app.webhooks.dispatcher import webhook_id
 from tests.e2e.hitl_support import reply_permission, wait_count
-from tests.support import create_session, events, send, start_bridge, until_type, wait_for_events, wait_until
+from tests.support import create_session, events, free_port, send, start_bridge, until_type, wait_for_events, wait_until
 
 SECRET = "whsec_" + base64.b64encode(b"a test secret of 32 bytes, fixed").decode()
 SELECTED = ("session.started", "session.ended", "turn.ended", "permission.requested", "question.requested", "error")
@@ -229,6 +233,11 @@ def test_kill_9_with_deliveries_pending_loses_none(tmp_path: Path, receiver: Rec
     finally:
         bridge.stop()
 
+    # As if the bridge had died between committing the session's last events and keeping them in
+    # the outbox: the next server finds them in the event store.
+    with closing(sqlite3.connect(outbox)) as db, db:
+        db.execute("DELETE FROM deliveries WHERE session_id = 'wh-kill' AND sequence >= ?", (want[-2][1],))
+        db.execute("UPDATE marks SET sequence = ? WHERE session_id = 'wh-kill'", (want[-3][1],))
     down = False
     again = start_bridge(tmp_path, env=env, data_dir=data)
     try:
@@ -264,3 +273,44 @@ def test_the_body_is_the_event_as_the_api_shows_it(tmp_path: Path, receiver: Rec
         assert len(receiver.received) == 1  # session.ended is not selected
     finally:
         bridge.stop()
+
+
+def readme_receiver() -> str:
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    marker = text.index("<!-- webhook receiver:")
+    start = text.index("```python\n", marker) + len("```python\n")
+    return text[start : text.index("```", start)]
+
+
+def test_the_readme_receiver_verifies_and_prints_every_event(tmp_path: Path) -> None:
+    code = readme_receiver()
+    assert len(code.strip().splitlines()) <= 10
+    (tmp_path / "receiver.py").write_text(code)
+    port = free_port()
+    out = tmp_path / "receiver.out"
+    env = {**os.environ, "ACP_BRIDGE_WEBHOOK_SECRET": SECRET, "PORT": str(port)}
+    with open(out, "wb") as sink:
+        receiver = subprocess.Popen([sys.executable, str(tmp_path / "receiver.py")], stdout=sink, stderr=sink, env=env)
+    try:
+        up = wait_until(lambda: _listening(port), 10)
+        assert up, out.read_text()
+        bridge = start_bridge(
+            tmp_path,
+            env={"ACP_BRIDGE_WEBHOOK_URL": f"http://127.0.0.1:{port}/", "ACP_BRIDGE_WEBHOOK_SECRET": SECRET},
+        )
+        try:
+            client = bridge.client()
+            want = selected(run_session(client, "wh-readme"))
+            lines = lambda: [line.split() for line in out.read_text().splitlines() if line.startswith("msg_")]  # noqa: E731
+            assert wait_until(lambda: len(lines()) >= len(want), 20), out.read_text()
+            assert lines() == [[webhook_id("wh-readme", seq), t, str(seq)] for t, seq in want]
+        finally:
+            bridge.stop()
+    finally:
+        receiver.terminate()
+        receiver.wait(5)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
