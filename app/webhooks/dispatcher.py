@@ -277,7 +277,7 @@ class WebhookDispatcher:
         }
         try:
             response = await self._client.post(delivery.endpoint, content=delivery.payload.encode(), headers=headers)
-        except httpx.HTTPError as exc:
+        except Exception as exc:  # any failure of a try is the receiver's, never the worker's end
             return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if 200 <= response.status_code < 300:
             return None

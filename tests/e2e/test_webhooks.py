@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -314,3 +315,26 @@ def test_the_readme_receiver_verifies_and_prints_every_event(tmp_path: Path) -> 
 def _listening(port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_a_slow_receiver_does_not_slow_the_session(tmp_path: Path, receiver: Receiver) -> None:
+    release = threading.Event()
+
+    def slow(_mid: str, _attempt: int) -> int:
+        release.wait(20)  # holds every delivery until the session is done
+        return 200
+
+    receiver.answer = slow
+    bridge = start_bridge(tmp_path, env=hook_env(receiver, timeout="30"))
+    try:
+        client = bridge.client()
+        started = time.monotonic()
+        want = selected(run_session(client, "wh-slow"))
+        assert time.monotonic() - started < 10
+        assert receiver.received == []  # the first delivery is still being answered
+        release.set()
+        assert wait_until(lambda: len(receiver.accepted()) >= len(want), 20), receiver.received
+        assert [(r.type, r.sequence) for r in receiver.accepted()] == want
+    finally:
+        release.set()
+        bridge.stop()
