@@ -15,7 +15,6 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator, Mapping
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -121,6 +120,8 @@ class Tracing:
 
 def exporter(name: str) -> Any:
     """The span exporter registered under ``name`` (the SDK's entry points)."""
+    from importlib.metadata import entry_points
+
     name = ALIASES.get(name, name)
     found = entry_points(group="opentelemetry_traces_exporter", name=name)
     if not found:
