@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import json
-import logging
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from app import datadir, startup
+from app import datadir, logs, startup
 from app.acp.orphans import ProcessRegistry
 from app.agents.node import OnDemandNode
 from app.agents.registry import AgentRegistry, AgentsFileError
@@ -23,19 +23,33 @@ from app.events.log import trim_heap
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore
 from app.fs.paths import fence_for
+from app.metrics import Metrics
 from app.sessions import retention
 from app.sessions.client_services import ClientServices
 from app.sessions.manager import SessionManager
 from app.settings import Settings
+from app.tracing import Tracing, TracingUnavailable
+from app.webhooks.outbox import WebhookConfigError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+    from prometheus_client.registry import CollectorRegistry
 
     from app.api.middleware import ASGIApp
+    from app.webhooks.dispatcher import WebhookDispatcher
 
 VERSION = "0.1.0"
-LOG_FORMAT = "%(levelname)-9s %(name)s: %(message)s"
 SHUTDOWN_GRACE = 2  # seconds (uvicorn takes whole seconds)
+
+
+def open_webhooks(settings: Settings, store: EventStore, metrics: Metrics) -> WebhookDispatcher | None:
+    """The webhook dispatcher and its outbox (beside the events), or None without a webhook URL."""
+    if not settings.webhook_url:
+        return None
+    from app.webhooks.dispatcher import WebhookDispatcher
+    from app.webhooks.sqlite_outbox import SqliteOutbox
+
+    return WebhookDispatcher(settings, store, SqliteOutbox(settings.resolved_data_dir()), metrics)
 
 
 def open_store(settings: Settings) -> EventStore:
@@ -49,6 +63,10 @@ class Services:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        # What GET /metrics reports: counted by the services below.
+        self.metrics = Metrics()
+        # Traces, when the OTEL_* environment asks for an exporter (None: off).
+        self.tracing = Tracing.from_environment()
         cache_dir = settings.cache_dir()
         self.node = OnDemandNode(cache_dir / "node", settings.install_timeout) if settings.node_on_demand else None
         # Agent, terminal and install process groups (and install staging folders), so the next
@@ -60,11 +78,25 @@ class Services:
             install_timeout=settings.install_timeout,
             node=self.node,
             processes=self.processes,
+            metrics=self.metrics,
         )
         self.store = open_store(settings)
+        if isinstance(self.store, SqliteEventStore):
+            self.store.commit_observer = self.metrics.events_written
         # What the bridge answers when an agent asks (permissions, files, terminals...).
         self.client_services = ClientServices()
-        self.manager = SessionManager(settings, self.registry, self.store, self.client_services, self.processes)
+        # Webhooks, when a URL is set: every committed event goes by the dispatcher.
+        self.webhooks = open_webhooks(settings, self.store, self.metrics)
+        self.manager = SessionManager(
+            settings,
+            self.registry,
+            self.store,
+            self.client_services,
+            self.processes,
+            metrics=self.metrics,
+            tracing=self.tracing,
+            on_event=None if self.webhooks is None else self.webhooks.observe,
+        )
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -75,7 +107,10 @@ class Services:
             self.node.activate()  # a Node.js installed on demand by an earlier run
         store.open()
         pruning = None
+        webhooks = self.webhooks
         try:
+            if webhooks is not None:
+                await webhooks.open()  # what an earlier run did not deliver
             # The data dir is this server's now: end what an earlier run left alive.
             await asyncio.to_thread(processes.sweep)
             # ... and the temporary files its interrupted writes and uploads left in users' directories.
@@ -83,6 +118,8 @@ class Services:
             processes.open()
             manager.restore()
             await manager.settle_restored()
+            if webhooks is not None:
+                webhooks.start([session.id for session in manager.list()])
             if settings.retention_days > 0:
                 pruning = asyncio.create_task(retention.run(manager, settings.retention_days), name="retention")
             yield
@@ -92,8 +129,12 @@ class Services:
             if self.registry.installer is not None:
                 await self.registry.installer.shutdown()
             await manager.shutdown()
+            if webhooks is not None:
+                await webhooks.close()  # what is not delivered stays in the outbox
             processes.close()
             store.close()  # commits every event still queued
+            if self.tracing is not None:
+                await asyncio.to_thread(self.tracing.shutdown)  # the spans not exported yet
             datadir.remove(settings)
 
 
@@ -108,9 +149,12 @@ def settle_memory() -> None:
     trim_heap()
 
 
-def middleware_options(settings: Settings) -> dict[str, Any]:
+def middleware_options(services: Services) -> dict[str, Any]:
     """The settings of the one pure ASGI layer (``BridgeMiddleware``)."""
+    settings = services.settings
     return {
+        "metrics": services.metrics,
+        "tracing": services.tracing,
         "token": settings.token,
         "body_limit": settings.body_limit,
         "cors_origins": settings.cors_allow_origin,
@@ -118,6 +162,25 @@ def middleware_options(settings: Settings) -> dict[str, Any]:
         "cors_headers": settings.cors_allow_header,
         "cors_credentials": settings.cors_allow_credentials,
     }
+
+
+def metrics_registry(services: Services) -> Callable[[], CollectorRegistry]:
+    """The server's own Prometheus registry (never the library's global one), made at the first
+    scrape: prometheus_client is imported only when someone asks."""
+
+    @functools.cache
+    def registry() -> CollectorRegistry:
+        from prometheus_client.registry import CollectorRegistry
+
+        from app.api.metrics import BridgeCollector
+
+        registry = CollectorRegistry(auto_describe=False)
+        webhooks = services.webhooks
+        queue = None if webhooks is None else (lambda: webhooks.queue_depth)
+        registry.register(BridgeCollector(services.metrics, services.manager, services.store, queue))
+        return registry
+
+    return registry
 
 
 def create_api(services: Services, lifespan: Any = None) -> FastAPI:
@@ -129,7 +192,20 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
     from fastapi import FastAPI
     from starlette.responses import PlainTextResponse
 
-    from app.api import agents, events, fs, health, openapi, permissions, problems, questions, routing, sessions, ui
+    from app.api import (
+        agents,
+        events,
+        fs,
+        health,
+        metrics,
+        openapi,
+        permissions,
+        problems,
+        questions,
+        routing,
+        sessions,
+        ui,
+    )
     from app.api.middleware import BridgeMiddleware
 
     app = FastAPI(
@@ -147,9 +223,10 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
     app.state.registry = services.registry
     app.state.manager = services.manager
     app.state.store = services.store
+    app.state.metrics_registry = metrics_registry(services)
     problems.install(app)
     openapi.install(app)
-    routing.include(app, [r.router for r in (health, agents, sessions, events, permissions, questions, fs)])
+    routing.include(app, [r.router for r in (health, agents, sessions, events, permissions, questions, fs, metrics)])
     ui.install(app)
 
     @app.get("/", include_in_schema=False)
@@ -157,7 +234,11 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
         return PlainTextResponse(problems.SERVER_INFO)
 
     # One pure ASGI layer: CORS (answers every OPTIONS) -> auth -> body limit -> encoded-path routing.
-    app.add_middleware(BridgeMiddleware, on_error=problems.problem_response, **middleware_options(services.settings))
+    app.add_middleware(
+        BridgeMiddleware,
+        on_error=problems.problem_response,
+        **middleware_options(services),
+    )
     return app
 
 
@@ -186,7 +267,11 @@ def create_front(services: Services, on_failure: Callable[[str], None]) -> start
         return app
 
     def early(inner: ASGIApp) -> ASGIApp:
-        return BridgeMiddleware(inner, on_error=startup.problem_app, **middleware_options(services.settings))
+        return BridgeMiddleware(
+            inner,
+            on_error=startup.problem_app,
+            **middleware_options(services),
+        )
 
     return startup.Front(services.running, build, early, on_failure)
 
@@ -274,18 +359,20 @@ def cli(argv: Sequence[str] | None = None) -> None:
         datadir.prepare(settings)
         services.store.open()  # here, so a locked or unusable data dir is a one-line error
         sock = startup.listen(settings.host, settings.port)
-    except (AgentsFileError, StoreError, startup.StartError, OSError) as exc:
+    except (AgentsFileError, StoreError, startup.StartError, OSError, WebhookConfigError, TracingUnavailable) as exc:
         datadir.remove(settings)
         sys.exit(f"acp-rest-bridge: {exc}")
-    print(startup.startup_line(settings, services.registry, sock), file=sys.stderr, flush=True)
+    print(logs.line(startup.startup_line(settings, services.registry, sock), settings.log_format), file=sys.stderr)
     warning = startup.open_api_warning(settings)
     if warning:
-        print(warning, file=sys.stderr, flush=True)
+        print(logs.line(warning, settings.log_format, "warning"), file=sys.stderr, flush=True)
+    sys.stderr.flush()
     import uvicorn
 
-    # The bridge's own records (and the ACP SDK's, which go to the root logger) at the chosen level.
-    level = logging.getLevelName(settings.log_level.upper())
-    logging.basicConfig(level=level if isinstance(level, int) else logging.INFO, format=LOG_FORMAT)
+    # The bridge's own records (and the ACP SDK's, which go to the root logger) at the chosen level;
+    # as JSON lines, uvicorn's too (it then configures no handlers of its own).
+    logs.configure(settings.log_level, settings.log_format)
+    json_logs = settings.log_format == "json"
     failures: list[str] = []
 
     def fail(reason: str) -> None:  # the HTTP application could not be built: stop, say why
@@ -304,6 +391,8 @@ def cli(argv: Sequence[str] | None = None) -> None:
         ws="none",
         lifespan="on",
         timeout_graceful_shutdown=SHUTDOWN_GRACE,
+        # As JSON lines, uvicorn's records go to the root logger's handler.
+        log_config=None if json_logs else uvicorn.config.LOGGING_CONFIG,
     )
     server = uvicorn.Server(config)
     server.run(sockets=[sock])  # the socket bound above

@@ -7,10 +7,20 @@ import os
 import secrets
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, PrivateAttr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+# The events webhooks send unless told otherwise.
+WEBHOOK_EVENTS = (
+    "session.started",
+    "session.ended",
+    "turn.ended",
+    "permission.requested",
+    "question.requested",
+    "error",
+)
 
 
 class Settings(BaseSettings):
@@ -86,6 +96,27 @@ class Settings(BaseSettings):
     transcript_dir: Path | None = None
 
     log_level: str = "warning"
+    # `text`, or `json`: one JSON object per log line (with session id and trace id where known).
+    log_format: Literal["text", "json"] = "text"
+
+    # Webhooks (app/webhooks/): each committed event of these types is POSTed to every URL, signed
+    # with the secret (Standard Webhooks), per session in order, retried with growing delays.
+    webhook_url: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    webhook_secret: str | None = None
+    webhook_events: Annotated[list[str], NoDecode] = Field(default_factory=lambda: list(WEBHOOK_EVENTS))
+    webhook_retry_delay: float = 1.0  # seconds before the first retry, doubled for each next one
+    webhook_retry_max_delay: float = 300.0
+    webhook_attempts: int = 10  # tries of one delivery before it is recorded as failed
+    webhook_timeout: float = 10.0  # seconds one try may take
+    webhook_queue_limit: int = 10_000  # deliveries waiting at once; beyond, new ones are dropped (logged)
+
+    @field_validator("webhook_url", "webhook_events", mode="before")
+    @classmethod
+    def _split_webhook_lists(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            return json.loads(text) if text.startswith("[") else [p.strip() for p in text.split(",") if p.strip()]
+        return value
 
     @field_validator("cors_allow_origin", "cors_allow_method", "cors_allow_header", mode="before")
     @classmethod

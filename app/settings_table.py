@@ -30,7 +30,7 @@ MEANING: dict[str, str] = {
     "host": "bind address",
     "port": "port",
     "token": "require `Authorization: Bearer <token>` (or `Token`, or Basic with the token as password) on "
-    "`/v1`, except `GET /v1/health`",
+    "`/v1` and `/metrics`, except `GET /v1/health`",
     "no_token": "accepted for compatibility; auth is on exactly when a token is set",
     "cors_allow_origin": "allowed origin, repeatable; `*` is refused at start (list each origin), as legacy",
     "cors_allow_method": "allowed method, repeatable",
@@ -63,6 +63,18 @@ MEANING: dict[str, str] = {
     "transcript_dir": "write each session's raw ACP traffic to `<dir>/<session id>.jsonl` (below)",
     "log_level": "log level (`critical`, `error`, `warning`, `info`, `debug`); `info` also logs agent start/stop/exit "
     "and install progress",
+    "log_format": "`json`: one JSON object per log line (`time`, `level`, `logger`, `message`, `session_id` and "
+    "`trace_id` where known)",
+    "webhook_url": "POST each selected event, signed, to these URLs (below)",
+    "webhook_secret": "the signing secret, `whsec_<base64>` (Standard Webhooks); needed with a URL",
+    "webhook_events": "event types sent (the agent's exit is an `error` with code `process_exit` and a "
+    "`session.ended`)",
+    "webhook_retry_delay": "seconds before the first retry of a failed delivery, doubled for each next one "
+    "(less up to 20% jitter)",
+    "webhook_retry_max_delay": "longest wait between two tries, seconds",
+    "webhook_attempts": "tries of one delivery before it is recorded as failed",
+    "webhook_timeout": "seconds one try may take",
+    "webhook_queue_limit": "deliveries waiting at once; beyond, new ones are dropped (counted and logged)",
 }
 
 # How a list setting is written in its environment variable.
@@ -72,6 +84,7 @@ DEFAULT_TEXT = {
     "token": "none",
     "cors_allow_method": "any",
     "cors_allow_header": "any (`*,authorization` when `-O` is given)",
+    "webhook_events": "`session.started,session.ended,turn.ended,permission.requested,question.requested,error`",
 }
 
 

@@ -18,6 +18,8 @@ from typing import Any, Protocol, cast
 
 from pydantic import ValidationError
 
+from app.tracing import Tracing
+
 from .process import STDOUT_LINE_LIMIT, AgentProcess
 from .sdk import PROTOCOL_VERSION, Connection, MessageSender, NdjsonTransport, RequestError, TaskSupervisor
 from .shapes import InitializeResult
@@ -239,8 +241,9 @@ class ObservedTransport(NdjsonTransport):
 
 
 class AgentConnection:
-    def __init__(self, process: AgentProcess, observer: AgentObserver) -> None:
+    def __init__(self, process: AgentProcess, observer: AgentObserver, tracing: Tracing | None = None) -> None:
         self.process = process
+        self.tracing = tracing  # on: a span per request, its context in the request's `_meta`
         self._observer = observer
         self._supervisor = TaskSupervisor(source="acp-rest-bridge.connection")
         sender = MessageSender(process.stdin, self._supervisor)
@@ -259,7 +262,7 @@ class AgentConnection:
 
     # ---- client -> agent -----------------------------------------------------------------
     async def initialize(self, client_capabilities: dict[str, Any]) -> dict[str, Any]:
-        result = await self.conn.send_request(
+        result = await self.request(
             "initialize",
             {
                 "protocolVersion": PROTOCOL_VERSION,
@@ -277,7 +280,10 @@ class AgentConnection:
         return result
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
-        return await self.conn.send_request(method, params)
+        if self.tracing is None:
+            return await self.conn.send_request(method, params)
+        with self.tracing.client_span(method, params) as traced:
+            return await self.conn.send_request(method, traced)
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self.conn.send_notification(method, params)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import InstallFailed, UnsupportedAgent
+from app.metrics import Metrics
 
 from .install import Installer, Recorder, installed_command, installed_version
 from .node import OnDemandNode
@@ -365,8 +366,10 @@ class AgentRegistry:
         install_timeout: float = 600.0,
         node: OnDemandNode | None = None,
         processes: Recorder | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.install_dir = install_dir
+        self.metrics = metrics  # installs by outcome
         self.installer = Installer(install_dir, install_timeout, node, processes) if install_dir is not None else None
         self._agents: dict[str, AgentSpec] = {}
         for agent_id in LEGACY_IDS:
@@ -419,7 +422,14 @@ class AgentRegistry:
             command = " ".join(spec.command or [])
             raise InstallFailed(spec.id, f"no installer for {spec.id}: put its ACP adapter ({command}) on PATH")
         assert self.installer is not None
-        await self.installer.install(spec.id, version, reinstall=reinstall)
+        try:
+            await self.installer.install(spec.id, version, reinstall=reinstall)
+        except BaseException as exc:
+            if self.metrics is not None:
+                self.metrics.install(spec.id, "failed" if isinstance(exc, Exception) else "cancelled")
+            raise
+        if self.metrics is not None:
+            self.metrics.install(spec.id, "installed")
         spec.version = None  # read again from what is installed now
         self.get(spec.id)
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from app.errors import BridgeError, RequestFormatError, TokenInvalid
+from app.metrics import Metrics
+from app.tracing import Tracing
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -25,9 +28,9 @@ VARY = (b"vary", b"origin, access-control-request-method, access-control-request
 
 
 def is_public(path: str) -> bool:
-    """Paths served without a token: ``GET /v1/health`` and everything outside ``/v1``.
-    Extend here (one place) when a public path is added under /v1."""
-    return path == "/v1/health" or not (path == "/v1" or path.startswith("/v1/"))
+    """Paths served without a token: ``GET /v1/health`` and everything outside ``/v1`` but
+    ``/metrics``. Extend here (one place) when a public path is added under /v1."""
+    return path == "/v1/health" or not (path == "/v1" or path.startswith("/v1/") or path == "/metrics")
 
 
 class BridgeMiddleware:
@@ -45,8 +48,12 @@ class BridgeMiddleware:
         cors_methods: list[str],
         cors_headers: list[str],
         cors_credentials: bool,
+        metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.app = app
+        self.metrics = metrics
+        self.tracing = tracing
         self.token = None if token is None else token.encode()
         self.limit = body_limit
         self.on_error = on_error
@@ -71,6 +78,37 @@ class BridgeMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        metrics = self.metrics
+        if metrics is None and self.tracing is None:
+            await self._serve(scope, receive, send)
+            return
+        if self.tracing is None:
+            await self._measured(scope, receive, send, metrics, None)
+            return
+        with self.tracing.server_span(scope["method"], scope["headers"]) as span:
+            await self._measured(scope, receive, send, metrics, span)
+
+    async def _measured(self, scope: Scope, receive: Receive, send: Send, metrics: Metrics | None, span: Any) -> None:
+        """Counted by route template (the matched route's path; FastAPI leaves it in the scope),
+        method and status; the duration is until the app returns (a stream's whole length)."""
+        start = time.perf_counter()
+        seen: list[int] = []  # the response's status, once started
+        try:
+            await self._serve(scope, receive, send, seen)
+        finally:
+            status = seen[0] if seen else 500
+            route = scope.get("route")
+            template = getattr(route, "path", None) or ("unmatched" if status == 404 else "other")
+            if metrics is not None:
+                metrics.http_request(template, scope["method"], status, time.perf_counter() - start)
+            if span is not None:
+                span.update_name(f"{scope['method']} {template}")
+                span.set_attribute("http.request.method", scope["method"])
+                span.set_attribute("http.route", template)
+                span.set_attribute("url.path", scope["path"])
+                span.set_attribute("http.response.status_code", status)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, seen: list[int] | None = None) -> None:
         origin = authorization = length = None
         chunked = False
         for key, value in scope["headers"]:
@@ -88,12 +126,16 @@ class BridgeMiddleware:
             common = [(b"access-control-allow-origin", bytes(origin)), *common]
 
         if scope["method"] == "OPTIONS":
+            if seen is not None:
+                seen.append(200)
             await send({"type": "http.response.start", "status": 200, "headers": common + self.preflight})
             await send({"type": "http.response.body", "body": b""})
             return
 
         async def send_with_cors(message: Message) -> None:
             if message["type"] == "http.response.start":
+                if seen is not None:
+                    seen.append(message["status"])
                 headers = message.get("headers") or []
                 message["headers"] = [h for h in headers if h[0].lower() != b"vary"] + common
             await send(message)

@@ -28,6 +28,7 @@ import queue
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -168,6 +169,15 @@ class SqliteEventStore:
         self._notice_marks: dict[str, int] = {}
         self._notice_failures: list[tuple[str, int, str]] = []
         self._notice_state = False
+        # Counted for the server's metrics: events taken, and a call per committed batch
+        # (its event count and when its oldest event was appended), on the writer thread.
+        self.appended_events = 0
+        self.commit_observer: Callable[[int, int], None] | None = None
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of events taken and not yet committed."""
+        return max(self._queued_bytes - self._written_bytes, 0)
 
     @property
     def unavailable(self) -> str | None:
@@ -285,6 +295,7 @@ class SqliteEventStore:
             self._key(event.session_id)
         self._queue.put(event)
         self._queued_bytes += event.size
+        self.appended_events += 1
         return True
 
     def attach(self, session_id: str, listener: StoreListener) -> None:
@@ -542,6 +553,11 @@ class SqliteEventStore:
         self._carry, self._rest = self._rest, []  # committed: a restarted loop must not write it again
         self._flushed.update(marks)
         self._written_bytes += sum(entry.size for entry in batch if type(entry) is StoredEvent)
+        observer = self.commit_observer
+        if observer is not None:
+            events = [entry for entry in batch if type(entry) is StoredEvent]
+            if events:
+                observer(len(events), events[0].time_ns)
         if marks:
             self._notify(marks)
         for barrier in barriers:

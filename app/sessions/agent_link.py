@@ -17,7 +17,9 @@ from app.acp.sdk import RequestError
 from app.acp.shapes import NewSessionResult
 from app.agents.registry import AgentSpec
 from app.errors import AgentNotInstalled, AgentProcessExited, StreamError, Timeout
+from app.metrics import Metrics
 from app.settings import Settings
+from app.tracing import Tracing
 from app.translate.outgoing import session_new_params
 from app.translate.session_translator import SessionState
 
@@ -53,9 +55,18 @@ class NewSession:
 
 class AgentLink:
     def __init__(
-        self, session_id: str, spec: AgentSpec, settings: Settings, processes: ProcessRegistry | None = None
+        self,
+        session_id: str,
+        spec: AgentSpec,
+        settings: Settings,
+        processes: ProcessRegistry | None = None,
+        metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.session_id = session_id
+        self.metrics = metrics
+        self.tracing = tracing
+        self._counted_exit = True  # no process to count yet
         self.spec = spec
         self.settings = settings
         self.processes = processes
@@ -82,7 +93,7 @@ class AgentLink:
             )
         except BaseException as exc:
             error = await self.start_failure(exc)
-            await self.stop()
+            await self.stop("start_failed")
             if error is None:
                 raise
             raise error from exc
@@ -108,7 +119,10 @@ class AgentLink:
             )
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
             raise AgentNotInstalled(self.spec.id, {"message": str(exc)}) from exc
-        self.connection = AgentConnection(self.process, observer)
+        if self.metrics is not None:
+            self.metrics.agent_started(self.spec.id)
+            self._counted_exit = False
+        self.connection = AgentConnection(self.process, observer, self.tracing)
         if self.settings.transcript_dir is not None:
             self.connection.record_transcript(self.settings.transcript_dir, self.session_id)
 
@@ -194,8 +208,12 @@ class AgentLink:
         return self.process.stderr.text() if self.process is not None else None
 
     # ---- stop ----------------------------------------------------------------------------
-    async def stop(self) -> None:
-        """Close the connection, stop the process group, close the transcript."""
+    async def stop(self, reason: str = "stopped") -> None:
+        """Close the connection, stop the process group, close the transcript. ``reason``: why the
+        process ends, as counted (``exited``: by itself; ``terminated``, ``shutdown``, ...)."""
+        if self.metrics is not None and not self._counted_exit:
+            self._counted_exit = True
+            self.metrics.agent_exited(self.spec.id, reason)
         if self.connection is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.connection.close(), 2.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from app.acp.orphans import ProcessRegistry
@@ -19,10 +20,12 @@ from app.errors import (
     StorageUnavailable,
     UnsupportedAgent,
 )
-from app.events.log import SessionEventLog
+from app.events.log import SessionEventLog, StoredEvent
 from app.events.store import EventStore
 from app.events.text import clean_text
+from app.metrics import Metrics
 from app.settings import Settings
+from app.tracing import Tracing
 
 from .config import SessionConfig
 
@@ -45,8 +48,15 @@ class SessionManager:
         store: EventStore,
         services: ClientServices,
         processes: ProcessRegistry | None = None,
+        metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
+        on_event: Callable[[StoredEvent], None] | None = None,
     ) -> None:
         self.settings = settings
+        self.metrics = metrics
+        self.tracing = tracing
+        # Called with every event once it is committed (webhooks).
+        self.on_event = on_event
         self.registry = registry
         self.store = store
         self.services = services
@@ -114,6 +124,8 @@ class SessionManager:
             exit_info=ExitInfo(exit_info.get("code"), exit_info.get("signal")) if isinstance(exit_info, dict) else None,
             processes=self.processes,
             recovery=resumable,
+            metrics=self.metrics,
+            tracing=self.tracing,
         )
 
     async def settle_restored(self) -> None:
@@ -144,7 +156,11 @@ class SessionManager:
     def new_log(self, session_id: str) -> SessionEventLog:
         settings = self.settings
         return SessionEventLog(
-            session_id, self.store, tail_size=settings.event_tail, tail_bytes=settings.event_tail_bytes
+            session_id,
+            self.store,
+            tail_size=settings.event_tail,
+            tail_bytes=settings.event_tail_bytes,
+            on_append=self.on_event,
         )
 
     def check_storage(self) -> None:
@@ -227,6 +243,8 @@ class SessionManager:
                 settings=self.settings,
                 services=self.services,
                 processes=self.processes,
+                metrics=self.metrics,
+                tracing=self.tracing,
             )
             await session.start()
             self._sessions[session_id] = session

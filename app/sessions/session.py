@@ -23,7 +23,10 @@ from app.errors import AgentProcessExited, InvalidRequest
 from app.events.envelope import dumps
 from app.events.log import SessionEventLog
 from app.events.model import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft, JsonText
+from app.logs import current_session
+from app.metrics import Metrics
 from app.settings import Settings
+from app.tracing import Tracing
 from app.translate.extensions import rpc_error_data
 from app.translate.outgoing import prompt_params
 from app.translate.prompt import Attachment, prompt_blocks, resolve_attachment_path, user_item_parts
@@ -80,8 +83,12 @@ class Session:
         settings: Settings,
         services: ClientServices,
         processes: ProcessRegistry | None = None,
+        metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.id = session_id
+        self.metrics = metrics
+        self.tracing = tracing
         self.spec = spec
         self.config = config
         self.log = log
@@ -92,7 +99,7 @@ class Session:
         self.processes = processes  # where agent and terminal process groups are recorded
         self.created_at_ms = int(time.time() * 1000)
         # The parts.
-        self.agent = AgentLink(session_id, spec, settings, processes)
+        self.agent = AgentLink(session_id, spec, settings, processes, metrics, tracing)
         self.turns = TurnQueue(session_id, self._begin_turn, self._run_turn)
         self.terminals = SessionTerminals()
         self.translator = SessionTranslator(
@@ -142,6 +149,8 @@ class Session:
         exit_info: ExitInfo | None,
         processes: ProcessRegistry | None = None,
         recovery: Recovery | None = None,
+        metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
     ) -> Session:
         """A session of an earlier run on this data dir: listed, readable, no agent. Ended, unless
         it was live when that run stopped (``recovery``): then suspended until its next message."""
@@ -155,6 +164,8 @@ class Session:
             settings=settings,
             services=services,
             processes=processes,
+            metrics=metrics,
+            tracing=tracing,
         )
         session.created_at_ms = created_at_ms
         session.native_session_id = log.native_session_id = native_session_id
@@ -198,6 +209,7 @@ class Session:
     # ---- start-up ------------------------------------------------------------------------
     async def start(self) -> None:
         """Spawn the agent, `initialize`, `session/new`; record session.started."""
+        current_session.set(self.id)  # log lines of this task and those it starts name the session
         capabilities = self.services.client_capabilities(self.spec.disabled_services)
         try:
             new = await self.agent.start(self, capabilities, self.config, self.cwd, self.translator.state)
@@ -261,6 +273,7 @@ class Session:
         """Accept a message: its turn starts now (turn.started recorded before returning) or after
         the turn in flight, since ACP agents take one prompt at a time. Returns the turn's id.
         ``image_data``: the image attachments already read (``sessions.attachments.read_images``)."""
+        current_session.set(self.id)
         self.check_accepting()
         image_capable = bool(self.agent.prompt_capabilities.get("image"))
         image_data = image_data or {}
@@ -274,11 +287,19 @@ class Session:
             ),
             user_item_parts(attachments),
         )
+        if self.tracing is not None:
+            turn.trace_parent = self.tracing.current()  # the request's span, also for a turn that waits
         self.turns.submit(turn)
         return turn.turn_id
 
     def _begin_turn(self, turn: Turn) -> None:
         turn.params = prompt_params(self.native_session_id, turn.blocks, turn.turn_id)
+        if self.metrics is not None:
+            turn.started = self.metrics.turn_started(self.spec.id)
+        if self.tracing is not None:
+            turn.span = self.tracing.start_span(
+                "turn", turn.trace_parent, **{"session.id": self.id, "turn.id": turn.turn_id, "agent": self.spec.id}
+            )
         # The raw of turn.started and of the user's item: serialised here once, not by the store
         # once for each of the three events.
         raw = JsonText(dumps({"jsonrpc": "2.0", "method": "session/prompt", "params": turn.params}))
@@ -286,15 +307,33 @@ class Session:
 
     async def _run_turn(self, turn: Turn) -> None:
         try:
-            result = await self.agent.request("session/prompt", turn.params)
+            if turn.span is None:
+                result = await self.agent.request("session/prompt", turn.params)
+            else:
+                assert self.tracing is not None
+                with self.tracing.use(turn.span):  # the ACP request's span is the turn's child
+                    result = await self.agent.request("session/prompt", turn.params)
         except RequestError as exc:
             if not turn.ended:
                 self._turn_failed(turn, exc)
             return
         except (ConnectionError, OSError):
             return  # the agent is gone: the process watcher records what happened
+        finally:
+            self._turn_over(turn, "interrupted")  # when nothing ended it (cancelled, agent gone)
         if not turn.ended:
             self._turn_done(turn, result)
+
+    def _turn_over(self, turn: Turn, stop_reason: str) -> None:
+        """Once per turn: its end counted, its span ended."""
+        if turn.counted:
+            return
+        turn.counted = True
+        if self.metrics is not None and turn.started:
+            self.metrics.turn_ended(self.spec.id, stop_reason, turn.started)
+        if turn.span is not None:
+            turn.span.set_attribute("acp.stop_reason", stop_reason)
+            turn.span.end()
 
     def _prompt_answered(self, turn: Turn, message: dict[str, Any]) -> None:
         """The agent answered the turn's prompt: what ends the turn is recorded now, in wire order
@@ -313,6 +352,7 @@ class Session:
     def _turn_done(self, turn: Turn, result: Any) -> None:
         turn.ended = True
         stop = result.get("stopReason") if isinstance(result, dict) else None
+        self._turn_over(turn, stop if isinstance(stop, str) else "unknown")
         metadata: dict[str, Any] = {"stopReason": stop}
         if isinstance(result, dict) and isinstance(result.get("_meta"), dict):
             metadata["meta"] = result["_meta"]
@@ -320,6 +360,7 @@ class Session:
 
     def _turn_failed(self, turn: Turn, exc: RequestError) -> None:
         turn.ended = True
+        self._turn_over(turn, "error")
         self.record_one(ERROR, rpc_error_data(exc.code, str(exc), exc.data), synthetic=True, raw=turn.response)
         self.record(self.translator.turn_ended(turn.turn_id, {"stopReason": "error"}, raw=None))
 
@@ -385,6 +426,7 @@ class Session:
 
     async def terminate(self) -> None:
         """Legacy terminate: record exactly one session.ended, stop the agent. Idempotent."""
+        current_session.set(self.id)
         if self.ended:
             if self._ending is not None:
                 await asyncio.shield(self._ending)
@@ -436,7 +478,13 @@ class Session:
         self.log.finish()  # its events are read from the store from now on
         with contextlib.suppress(Exception):
             await self.terminals.close_all()  # commands the agent started
-        await self.agent.stop()  # connection, process group, transcript
+        if self.shutting_down:
+            reason = "shutdown"
+        elif self.exit_info is not None:
+            reason = "exited"  # by itself
+        else:
+            reason = "terminated"
+        await self.agent.stop(reason)  # connection, process group, transcript
         await self.turns.cancel()  # a turn still waiting for the agent's answer
         self._set_phase(Phase.ENDED)
 

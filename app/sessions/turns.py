@@ -21,6 +21,10 @@ class Turn:
     params: dict[str, Any] = field(default_factory=dict)  # the session/prompt params
     response: dict[str, Any] | None = None  # the agent's answer to the prompt, as read from the wire
     ended: bool = False  # what ends the turn is recorded
+    started: float = 0.0  # time.monotonic() at its start, when counted in the metrics
+    counted: bool = False  # its end is counted in the metrics (and its span ended)
+    trace_parent: Any = None  # the trace context of the request that sent it (tracing on)
+    span: Any = None  # its span (tracing on)
 
 
 class TurnQueue:

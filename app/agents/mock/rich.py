@@ -306,7 +306,8 @@ def _diff(ctx: Context) -> list[Step]:
 
 @command("meta")
 def _meta(ctx: Context) -> list[Step]:
-    """Replies with the ``sandbox-agent`` _meta the agent received (session/new and this prompt), as JSON."""
+    """Replies with the _meta the agent received (session/new and this prompt), as JSON: the bridge's
+    ``sandbox-agent/*`` keys, and ``traceparent``/``tracestate`` when the bridge traces."""
     received = {"sessionNew": ctx.session.get("meta") or {}, "prompt": ctx.session.get("prompt_meta") or {}}
     return say(ctx.id("meta"), json.dumps(received, sort_keys=True))
 

@@ -1,0 +1,61 @@
+"""The webhook outbox: deliveries not yet made, kept so that a crash or a restart loses none.
+
+``OutboxStore`` is what the dispatcher needs from a backend; ``SqliteOutbox``
+(``app/webhooks/sqlite_outbox.py``) keeps it in the data dir. Every method may block: the
+dispatcher calls them on a thread of its own, one at a time, in the order it issued them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class WebhookConfigError(ValueError):
+    """The webhook settings cannot work (said at start, in one line)."""
+
+
+@dataclass(slots=True)
+class Delivery:
+    """One event for one endpoint."""
+
+    endpoint: str  # the URL
+    session_id: str
+    sequence: int
+    event_type: str
+    payload: str  # the JSON body, signed as it is
+    attempts: int = 0  # tries made so far
+    next_at: float = 0.0  # time.time() of the next try
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.endpoint, self.session_id, self.sequence)
+
+
+class OutboxStore(Protocol):
+    def open(self) -> bool:
+        """Acquire the storage; True when it was just created (it has seen no session yet)."""
+
+    def pending(self) -> list[Delivery]:
+        """Every delivery still to be made, by endpoint, session and sequence."""
+
+    def marks(self) -> dict[str, int]:
+        """Per session, the newest sequence handed to ``add`` (or set by ``set_marks``): the
+        events after it have not been looked at by the outbox."""
+
+    def set_marks(self, marks: dict[str, int]) -> None:
+        """Sessions the outbox must not look at before these sequences (those older than itself)."""
+
+    def add(self, deliveries: list[Delivery]) -> None:
+        """Keep these deliveries (one already kept is left as it is) and advance their sessions' marks."""
+
+    def delivered(self, delivery: Delivery) -> None:
+        """The delivery was accepted: forget it."""
+
+    def retry_later(self, delivery: Delivery) -> None:
+        """Keep its ``attempts`` and ``next_at``."""
+
+    def failed(self, delivery: Delivery, reason: str) -> None:
+        """No more tries: kept as failed (for an operator), never delivered again."""
+
+    def close(self) -> None: ...

@@ -1,0 +1,112 @@
+"""The webhook outbox in SQLite: ``webhooks.sqlite3`` beside the event store in the data dir."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from .outbox import Delivery
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS deliveries (
+    endpoint TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    sequence INTEGER NOT NULL,
+    event_type TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_at REAL NOT NULL DEFAULT 0,
+    failed TEXT,
+    failed_at REAL,
+    PRIMARY KEY (endpoint, session_id, sequence)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS marks (
+    session_id TEXT PRIMARY KEY,
+    sequence INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
+
+class SqliteOutbox:
+    FILENAME = "webhooks.sqlite3"
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / self.FILENAME
+        self._conn: sqlite3.Connection | None = None
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        assert self._conn is not None, "outbox not open"
+        return self._conn
+
+    def open(self) -> bool:
+        created = not self.path.exists()
+        # Used from the dispatcher's one thread, which is not the one that opens it.
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self.path.chmod(0o600)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")  # a crash of the bridge loses no commit
+        conn.execute("PRAGMA busy_timeout=10000")
+        conn.executescript(SCHEMA)
+        self._conn = conn
+        return created
+
+    def pending(self) -> list[Delivery]:
+        rows = self.conn.execute(
+            "SELECT endpoint, session_id, sequence, event_type, payload, attempts, next_at FROM deliveries "
+            "WHERE failed IS NULL ORDER BY endpoint, session_id, sequence"
+        ).fetchall()
+        return [Delivery(*row) for row in rows]
+
+    def marks(self) -> dict[str, int]:
+        return dict(self.conn.execute("SELECT session_id, sequence FROM marks").fetchall())
+
+    def set_marks(self, marks: dict[str, int]) -> None:
+        with self.conn:
+            self.conn.execute("BEGIN")
+            self._advance(marks)
+
+    def add(self, deliveries: list[Delivery]) -> None:
+        marks: dict[str, int] = {}
+        for delivery in deliveries:
+            marks[delivery.session_id] = max(marks.get(delivery.session_id, 0), delivery.sequence)
+        with self.conn:
+            self.conn.execute("BEGIN")
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO deliveries (endpoint, session_id, sequence, event_type, payload, attempts, "
+                "next_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (d.endpoint, d.session_id, d.sequence, d.event_type, d.payload, d.attempts, d.next_at)
+                    for d in deliveries
+                ],
+            )
+            self._advance(marks)
+
+    def _advance(self, marks: dict[str, int]) -> None:
+        self.conn.executemany(
+            "INSERT INTO marks (session_id, sequence) VALUES (?, ?) "
+            "ON CONFLICT (session_id) DO UPDATE SET sequence = max(sequence, excluded.sequence)",
+            list(marks.items()),
+        )
+
+    def delivered(self, delivery: Delivery) -> None:
+        self.conn.execute("DELETE FROM deliveries WHERE endpoint = ? AND session_id = ? AND sequence = ?", delivery.key)
+
+    def retry_later(self, delivery: Delivery) -> None:
+        self.conn.execute(
+            "UPDATE deliveries SET attempts = ?, next_at = ? WHERE endpoint = ? AND session_id = ? AND sequence = ?",
+            (delivery.attempts, delivery.next_at, *delivery.key),
+        )
+
+    def failed(self, delivery: Delivery, reason: str) -> None:
+        self.conn.execute(
+            "UPDATE deliveries SET attempts = ?, failed = ?, failed_at = ? "
+            "WHERE endpoint = ? AND session_id = ? AND sequence = ?",
+            (delivery.attempts, reason, time.time(), *delivery.key),
+        )
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
