@@ -171,3 +171,13 @@ class ServiceUnavailable(BridgeError):
 
     def __init__(self, message: str) -> None:
         super().__init__(f"service unavailable: {message}", details={"message": message})
+
+
+class ForeignRequest(BridgeError):
+    """A server without a token refuses a request from another site or for a foreign ``Host``:
+    a web page (DNS rebinding, a cross-site form) must not drive it."""
+
+    error_type, title, status = "permission_denied", "Permission Denied", 403
+
+    def __init__(self, reason: str, remedy: str) -> None:
+        super().__init__(f"permission denied: {reason}", details={"message": f"{reason}; {remedy}"})

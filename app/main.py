@@ -112,6 +112,8 @@ def middleware_options(settings: Settings) -> dict[str, Any]:
         "cors_methods": settings.cors_allow_method,
         "cors_headers": settings.cors_allow_header,
         "cors_credentials": settings.cors_allow_credentials,
+        "bound_host": settings.host,
+        "allowed_hosts": settings.allowed_hosts,
     }
 
 

@@ -27,6 +27,8 @@ class Settings(BaseSettings):
     cors_allow_method: Annotated[list[str], NoDecode] = Field(default_factory=list)
     cors_allow_header: Annotated[list[str], NoDecode] = Field(default_factory=list)
     cors_allow_credentials: bool = False
+    # Without a token: `Host` names served besides loopback names and the bound address (`*`: any).
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     agents_file: Path | None = None
     # Where events are kept. Unset: a private directory per server process, removed when it exits,
@@ -87,7 +89,7 @@ class Settings(BaseSettings):
 
     log_level: str = "warning"
 
-    @field_validator("cors_allow_origin", "cors_allow_method", "cors_allow_header", mode="before")
+    @field_validator("cors_allow_origin", "cors_allow_method", "cors_allow_header", "allowed_hosts", mode="before")
     @classmethod
     def _split_commas(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -36,6 +36,8 @@ MEANING: dict[str, str] = {
     "cors_allow_method": "allowed method, repeatable",
     "cors_allow_header": "allowed header, repeatable",
     "cors_allow_credentials": "needs explicit methods and headers",
+    "allowed_hosts": "without a token, `Host` names served besides loopback names and the bound address (`*`: "
+    "any); other hosts get 403, as do state-changing requests from another site (below)",
     "agents_file": "TOML file of extra ACP agents (below)",
     "data_dir": "where events (and agent installs) are kept; unset: a private directory per run, removed at exit "
     "(below)",
