@@ -135,7 +135,7 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
         description="The sandbox-agent v0.1 REST API (sessions, universal events, SSE, filesystem) "
         "served on top of ACP coding agents.",
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,  # /docs only with ACP_BRIDGE_DOCS, its assets from a package (api/docs.py)
         redoc_url=None,
         redirect_slashes=False,  # legacy: no trailing-slash tolerance
         **_fastapi_compat.app_options(),
@@ -148,6 +148,10 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
     openapi.install(app)
     routing.include(app, [r.router for r in (health, agents, sessions, events, permissions, questions, fs)])
     ui.install(app)
+    if services.settings.docs:
+        from app.api import docs
+
+        docs.install(app)
 
     @app.get("/", include_in_schema=False)
     async def server_info() -> PlainTextResponse:

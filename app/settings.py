@@ -87,6 +87,9 @@ class Settings(BaseSettings):
     # `<transcript_dir>/<session id>.jsonl`, one `{"t", "dir", "msg"}` object per line.
     transcript_dir: Path | None = None
 
+    # Serve Swagger UI at /docs, its assets from the swagger-ui-bundle package (the `docs` extra).
+    docs: bool = False
+
     log_level: str = "warning"
 
     @field_validator("cors_allow_origin", "cors_allow_method", "cors_allow_header", "allowed_hosts", mode="before")

@@ -63,6 +63,8 @@ MEANING: dict[str, str] = {
     "sse_send_timeout": "an SSE reader that accepts nothing this long is dropped",
     "mock_pacing_ms": "pause between the mock agent's steps (legacy: 200)",
     "transcript_dir": "write each session's raw ACP traffic to `<dir>/<session id>.jsonl` (below)",
+    "docs": "serve Swagger UI at `/docs`, its scripts from the `swagger-ui-bundle` package (`pip install "
+    "'acp-rest-bridge[docs]'`), nothing from elsewhere",
     "log_level": "log level (`critical`, `error`, `warning`, `info`, `debug`); `info` also logs agent start/stop/exit "
     "and install progress",
 }
