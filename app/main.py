@@ -270,6 +270,12 @@ def cli(argv: Sequence[str] | None = None) -> None:
             "acp-rest-bridge: --cors-allow-origin '*' is not supported: list each allowed origin "
             "(e.g. -O http://localhost:5173), repeating the flag"
         )
+    from app import serving
+
+    open_files = serving.raise_open_file_limit()
+    limits = serving.ConnectionLimits(
+        serving.connection_cap(settings.max_connections, open_files), settings.header_timeout, settings.body_timeout
+    )
     try:
         services = Services(settings)
         datadir.prepare(settings)
@@ -305,6 +311,8 @@ def cli(argv: Sequence[str] | None = None) -> None:
         ws="none",
         lifespan="on",
         timeout_graceful_shutdown=SHUTDOWN_GRACE,
+        # httptools with deadlines for request heads and bodies and a cap on connections.
+        http=serving.protocol_class(serving.Connections(limits)),
     )
     server = uvicorn.Server(config)
     server.run(sockets=[sock])  # the socket bound above

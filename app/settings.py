@@ -75,6 +75,12 @@ class Settings(BaseSettings):
     # Largest file read for a message attachment (an image sent inline to the agent), bytes.
     attachment_limit: int = 20 * 1024 * 1024
 
+    # Open connections beyond which new ones are refused (0: half the open-file limit, at most
+    # 10,000); seconds a connection has for a complete request head, and a request body may stall.
+    max_connections: int = 0
+    header_timeout: float = 15.0
+    body_timeout: float = 30.0
+
     # SSE comment keep-alive interval, seconds (0 disables).
     sse_keepalive: float = 15.0
     # A reader that accepts no data for this long is dropped.

@@ -59,6 +59,11 @@ MEANING: dict[str, str] = {
     "and counted in an `error` event (below)",
     "retention_days": "ended sessions not updated for this many days are deleted, at start and daily (0: off)",
     "attachment_limit": "largest image attachment the bridge reads to send inline, bytes",
+    "max_connections": "open connections beyond which a new one is refused at once, unless one idle for 1 s can be "
+    "closed for it (0: half the open-file limit, at most 10,000; the soft limit is raised to the hard one at start)",
+    "header_timeout": "seconds a connection has for a complete request head (from its start, or a later request's "
+    "first byte)",
+    "body_timeout": "seconds a request body may stop arriving before the connection is closed",
     "sse_keepalive": "seconds between SSE keep-alive comments (0: none)",
     "sse_send_timeout": "an SSE reader that accepts nothing this long is dropped",
     "mock_pacing_ms": "pause between the mock agent's steps (legacy: 200)",

@@ -22,6 +22,7 @@ from starlette.responses import Response
 from app.events.envelope import dumps
 from app.events.log import SessionEventLog, StoredEvent, Subscription
 from app.events.model import SESSION_ENDED, TERMINAL_TYPES, TURN_STARTED
+from app.serving import abort_of
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -192,8 +193,13 @@ class EventStream(Response):
                     f"{client[0]}:{client[1]}" if client else "",
                     self.send_timeout,
                 )
-            # Returning unfinished makes the server close the connection.
-            _dropped_readers.expect()
+            abort = abort_of(scope)
+            if abort is not None:
+                # Closed at once: a plain close would wait for the reader to take what is queued.
+                abort()
+            else:
+                # Returning unfinished makes the server close the connection.
+                _dropped_readers.expect()
         finally:
             if self._timer is not None:
                 self._timer.cancel()
