@@ -181,3 +181,17 @@ class ForeignRequest(BridgeError):
 
     def __init__(self, reason: str, remedy: str) -> None:
         super().__init__(f"permission denied: {reason}", details={"message": f"{reason}; {remedy}"})
+
+
+class TooManySessions(BridgeError):
+    """The server runs as many live sessions (each an agent process) as ``ACP_BRIDGE_MAX_SESSIONS``
+    allows. The legacy schema has no type for it: 429 says "not now, end one", ``details.code`` names it."""
+
+    error_type, title, status = "invalid_request", "Too Many Sessions", 429
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"too many sessions: {limit} are live, the most this server runs (ACP_BRIDGE_MAX_SESSIONS); "
+            "terminate one and try again",
+            details={"code": "too_many_sessions", "limit": limit},
+        )

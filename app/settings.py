@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     # `agent.unparsed`, never held whole.
     agent_line_limit: int = 64 * 1024 * 1024
 
+    # Live sessions (each an agent process) at most; a create beyond it answers 429 (0: no limit).
+    max_sessions: int = 32
+
     # Largest accepted request body (fs PUT and upload-batch included), as legacy: 2 MiB.
     body_limit: int = 2 * 1024 * 1024
     # Most bytes one upload-batch archive may unpack to (sparse members count at their full size).

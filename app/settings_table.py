@@ -50,6 +50,8 @@ MEANING: dict[str, str] = {
     "hitl_timeout": "seconds a permission request or question waits for a reply before it is denied (0: off)",
     "stderr_line_limit": "bytes of an agent's stderr line that are kept",
     "agent_line_limit": "longest agent stdout line; a longer one is cut and recorded as `agent.unparsed`",
+    "max_sessions": "live sessions (each an agent process) at most; one more is refused with 429 `Too Many "
+    "Sessions` (below; 0: no limit)",
     "body_limit": "largest request body, bytes",
     "upload_unpacked_limit": "most bytes one `upload-batch` archive may unpack to (sparse members count whole)",
     "fs_roots": "confine file access to these directories, repeatable (below)",
