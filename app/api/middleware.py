@@ -157,7 +157,7 @@ class BridgeMiddleware:
                 self._hosts[key] = allowed
             if not allowed:
                 return ForeignRequest(
-                    f"Host {host_text!r} is not served without a token",
+                    f"Host {(host_text or '')[:200]!r} is not served without a token",
                     "only loopback names, the bound address and ACP_BRIDGE_ALLOWED_HOSTS are; "
                     "add the name there or set a token (--token)",
                 )
