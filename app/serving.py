@@ -26,15 +26,15 @@ import asyncio
 import logging
 import resource
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from app.api.middleware import ABORT_EXTENSION
+
 log = logging.getLogger("acp_rest_bridge.connections")
 
-ABORT = "acp-rest-bridge.abort"
 # A connection idle for less than this is not closed to make room (it may be sending its request).
 IDLE_GRACE = 1.0
 # At most one log line per this many seconds.
@@ -189,7 +189,7 @@ class GuardedHttpTools(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         extensions: dict[str, Any] = self.scope.setdefault("extensions", {})
-        extensions[ABORT] = self.abort
+        extensions[ABORT_EXTENSION] = self.abort
         self._arm_head()  # a later request on a kept-alive connection
 
     def _arm_head(self) -> None:
@@ -257,10 +257,3 @@ class GuardedHttpTools(HttpToolsProtocol):
 def protocol_class(connections: Connections) -> type[GuardedHttpTools]:
     """The class uvicorn is given as ``http``: ``GuardedHttpTools`` bound to ``connections``."""
     return type("BridgeHttpProtocol", (GuardedHttpTools,), {"guard": connections})
-
-
-def abort_of(scope: Any) -> Callable[[], None] | None:
-    """The connection's abort, when the server offers one (a real server, not a test transport)."""
-    extensions = scope.get("extensions") or {}
-    abort = extensions.get(ABORT)
-    return abort if callable(abort) else None

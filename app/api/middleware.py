@@ -24,6 +24,9 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 VARY = (b"vary", b"origin, access-control-request-method, access-control-request-headers")
+# The scope extension through which the server (app/serving.py) offers to close the connection at
+# once, dropping what is still queued for it: a callable, absent under other servers.
+ABORT_EXTENSION = "acp-rest-bridge.abort"
 
 
 def is_public(path: str) -> bool:

@@ -19,10 +19,10 @@ from typing import Any
 
 from starlette.responses import Response
 
+from app.api.middleware import ABORT_EXTENSION
 from app.events.envelope import dumps
 from app.events.log import SessionEventLog, StoredEvent, Subscription
 from app.events.model import SESSION_ENDED, TERMINAL_TYPES, TURN_STARTED
-from app.serving import abort_of
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -193,8 +193,8 @@ class EventStream(Response):
                     f"{client[0]}:{client[1]}" if client else "",
                     self.send_timeout,
                 )
-            abort = abort_of(scope)
-            if abort is not None:
+            abort = (scope.get("extensions") or {}).get(ABORT_EXTENSION)
+            if callable(abort):
                 # Closed at once: a plain close would wait for the reader to take what is queued.
                 abort()
             else:
