@@ -171,3 +171,27 @@ class ServiceUnavailable(BridgeError):
 
     def __init__(self, message: str) -> None:
         super().__init__(f"service unavailable: {message}", details={"message": message})
+
+
+class ForeignRequest(BridgeError):
+    """A server without a token refuses a request from another site or for a foreign ``Host``:
+    a web page (DNS rebinding, a cross-site form) must not drive it."""
+
+    error_type, title, status = "permission_denied", "Permission Denied", 403
+
+    def __init__(self, reason: str, remedy: str) -> None:
+        super().__init__(f"permission denied: {reason}", details={"message": f"{reason}; {remedy}"})
+
+
+class TooManySessions(BridgeError):
+    """The server runs as many live sessions (each an agent process) as ``ACP_BRIDGE_MAX_SESSIONS``
+    allows. The legacy schema has no type for it: 429 says "not now, end one", ``details.code`` names it."""
+
+    error_type, title, status = "invalid_request", "Too Many Sessions", 429
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"too many sessions: {limit} are live, the most this server runs (ACP_BRIDGE_MAX_SESSIONS); "
+            "terminate one and try again",
+            details={"code": "too_many_sessions", "limit": limit},
+        )

@@ -161,6 +161,8 @@ def middleware_options(services: Services) -> dict[str, Any]:
         "cors_methods": settings.cors_allow_method,
         "cors_headers": settings.cors_allow_header,
         "cors_credentials": settings.cors_allow_credentials,
+        "bound_host": settings.host,
+        "allowed_hosts": settings.allowed_hosts,
     }
 
 
@@ -214,7 +216,7 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
         description="The sandbox-agent v0.1 REST API (sessions, universal events, SSE, filesystem) "
         "served on top of ACP coding agents.",
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,  # /docs only with ACP_BRIDGE_DOCS, its assets from a package (api/docs.py)
         redoc_url=None,
         redirect_slashes=False,  # legacy: no trailing-slash tolerance
         **_fastapi_compat.app_options(),
@@ -228,6 +230,10 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
     openapi.install(app)
     routing.include(app, [r.router for r in (health, agents, sessions, events, permissions, questions, fs, metrics)])
     ui.install(app)
+    if services.settings.docs:
+        from app.api import docs
+
+        docs.install(app)
 
     @app.get("/", include_in_schema=False)
     async def server_info() -> PlainTextResponse:
@@ -354,6 +360,12 @@ def cli(argv: Sequence[str] | None = None) -> None:
             "acp-rest-bridge: --cors-allow-origin '*' is not supported: list each allowed origin "
             "(e.g. -O http://localhost:5173), repeating the flag"
         )
+    from app import serving
+
+    open_files = serving.raise_open_file_limit()
+    limits = serving.ConnectionLimits(
+        serving.connection_cap(settings.max_connections, open_files), settings.header_timeout, settings.body_timeout
+    )
     try:
         services = Services(settings)
         datadir.prepare(settings)
@@ -393,6 +405,8 @@ def cli(argv: Sequence[str] | None = None) -> None:
         timeout_graceful_shutdown=SHUTDOWN_GRACE,
         # As JSON lines, uvicorn's records go to the root logger's handler.
         log_config=None if json_logs else uvicorn.config.LOGGING_CONFIG,
+        # httptools with deadlines for request heads and bodies and a cap on connections.
+        http=serving.protocol_class(serving.Connections(limits)),
     )
     server = uvicorn.Server(config)
     server.run(sockets=[sock])  # the socket bound above

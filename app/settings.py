@@ -37,6 +37,8 @@ class Settings(BaseSettings):
     cors_allow_method: Annotated[list[str], NoDecode] = Field(default_factory=list)
     cors_allow_header: Annotated[list[str], NoDecode] = Field(default_factory=list)
     cors_allow_credentials: bool = False
+    # Without a token: `Host` names served besides loopback names and the bound address (`*`: any).
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     agents_file: Path | None = None
     # Where events are kept. Unset: a private directory per server process, removed when it exits,
@@ -62,6 +64,9 @@ class Settings(BaseSettings):
     # `agent.unparsed`, never held whole.
     agent_line_limit: int = 64 * 1024 * 1024
 
+    # Live sessions (each an agent process) at most; a create beyond it answers 429 (0: no limit).
+    max_sessions: int = 32
+
     # Largest accepted request body (fs PUT and upload-batch included), as legacy: 2 MiB.
     body_limit: int = 2 * 1024 * 1024
     # Most bytes one upload-batch archive may unpack to (sparse members count at their full size).
@@ -83,6 +88,12 @@ class Settings(BaseSettings):
     # Largest file read for a message attachment (an image sent inline to the agent), bytes.
     attachment_limit: int = 20 * 1024 * 1024
 
+    # Open connections beyond which new ones are refused (0: half the open-file limit, at most
+    # 10,000); seconds a connection has for a complete request head, and a request body may stall.
+    max_connections: int = 0
+    header_timeout: float = 15.0
+    body_timeout: float = 30.0
+
     # SSE comment keep-alive interval, seconds (0 disables).
     sse_keepalive: float = 15.0
     # A reader that accepts no data for this long is dropped.
@@ -94,6 +105,9 @@ class Settings(BaseSettings):
     # When set, every session's raw ACP traffic (both directions) is written to
     # `<transcript_dir>/<session id>.jsonl`, one `{"t", "dir", "msg"}` object per line.
     transcript_dir: Path | None = None
+
+    # Serve Swagger UI at /docs, its assets from the swagger-ui-bundle package (the `docs` extra).
+    docs: bool = False
 
     log_level: str = "warning"
     # `text`, or `json`: one JSON object per log line (with session id and trace id where known).
@@ -118,7 +132,7 @@ class Settings(BaseSettings):
             return json.loads(text) if text.startswith("[") else [p.strip() for p in text.split(",") if p.strip()]
         return value
 
-    @field_validator("cors_allow_origin", "cors_allow_method", "cors_allow_header", mode="before")
+    @field_validator("cors_allow_origin", "cors_allow_method", "cors_allow_header", "allowed_hosts", mode="before")
     @classmethod
     def _split_commas(cls, value: Any) -> Any:
         if isinstance(value, str):

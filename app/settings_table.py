@@ -36,6 +36,8 @@ MEANING: dict[str, str] = {
     "cors_allow_method": "allowed method, repeatable",
     "cors_allow_header": "allowed header, repeatable",
     "cors_allow_credentials": "needs explicit methods and headers",
+    "allowed_hosts": "without a token, `Host` names served besides loopback names and the bound address (`*`: "
+    "any); other hosts get 403, as do state-changing requests from another site (below)",
     "agents_file": "TOML file of extra ACP agents (below)",
     "data_dir": "where events (and agent installs) are kept; unset: a private directory per run, removed at exit "
     "(below)",
@@ -48,6 +50,8 @@ MEANING: dict[str, str] = {
     "hitl_timeout": "seconds a permission request or question waits for a reply before it is denied (0: off)",
     "stderr_line_limit": "bytes of an agent's stderr line that are kept",
     "agent_line_limit": "longest agent stdout line; a longer one is cut and recorded as `agent.unparsed`",
+    "max_sessions": "live sessions (each an agent process) at most; one more is refused with 429 `Too Many "
+    "Sessions` (below; 0: no limit)",
     "body_limit": "largest request body, bytes",
     "upload_unpacked_limit": "most bytes one `upload-batch` archive may unpack to (sparse members count whole)",
     "fs_roots": "confine file access to these directories, repeatable (below)",
@@ -57,10 +61,17 @@ MEANING: dict[str, str] = {
     "and counted in an `error` event (below)",
     "retention_days": "ended sessions not updated for this many days are deleted, at start and daily (0: off)",
     "attachment_limit": "largest image attachment the bridge reads to send inline, bytes",
+    "max_connections": "open connections beyond which a new one is refused at once, unless one idle for 1 s can be "
+    "closed for it (0: half the open-file limit, at most 10,000; the soft limit is raised to the hard one at start)",
+    "header_timeout": "seconds a connection has for a complete request head (from its start, or a later request's "
+    "first byte)",
+    "body_timeout": "seconds a request body may stop arriving before the connection is closed",
     "sse_keepalive": "seconds between SSE keep-alive comments (0: none)",
     "sse_send_timeout": "an SSE reader that accepts nothing this long is dropped",
     "mock_pacing_ms": "pause between the mock agent's steps (legacy: 200)",
     "transcript_dir": "write each session's raw ACP traffic to `<dir>/<session id>.jsonl` (below)",
+    "docs": "serve Swagger UI at `/docs`, its scripts from the `swagger-ui-bundle` package (`pip install "
+    "'acp-rest-bridge[docs]'`), nothing from elsewhere",
     "log_level": "log level (`critical`, `error`, `warning`, `info`, `debug`); `info` also logs agent start/stop/exit "
     "and install progress",
     "log_format": "`json`: one JSON object per log line (`time`, `level`, `logger`, `message`, `session_id` and "

@@ -46,7 +46,7 @@ def bridge(data_dir: Path, *args: str, env: dict[str, str] | None = None, root: 
     compare versions)."""
     port = free_port()
     argv = [sys.executable, "-m", "app", "server", "--port", str(port), "--data-dir", str(data_dir), *args]
-    full_env = {**os.environ, **(env or {})}
+    full_env = {"ACP_BRIDGE_MAX_SESSIONS": "0", **os.environ, **(env or {})}  # benchmarks run hundreds
     full_env["PYTHONPATH"] = str(root) + os.pathsep + full_env.get("PYTHONPATH", "")
     url = f"http://127.0.0.1:{port}"
     t0 = time.perf_counter()

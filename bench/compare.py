@@ -161,7 +161,7 @@ class Bridge:
             port = free_port()
             argv = [sys.executable, "-m", "app", "server", "--port", str(port), "--data-dir", f"{tmp}/data"]
             argv += ["--agents-file", str(agents_file(Path(tmp)))]
-            full_env = {**os.environ, **(env or {})}
+            full_env = {"ACP_BRIDGE_MAX_SESSIONS": "0", **os.environ, **(env or {})}  # benchmarks run hundreds
             full_env["PYTHONPATH"] = str(self.root) + os.pathsep + full_env.get("PYTHONPATH", "")
             t0 = time.perf_counter()
             proc = subprocess.Popen(argv, env=full_env, cwd=tmp, stdout=subprocess.DEVNULL)

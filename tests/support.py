@@ -104,6 +104,7 @@ def in_process_bridge(tmp: Path, token: str | None = None, **settings: Any) -> I
     from app.main import create_app
     from app.settings import Settings
 
+    settings.setdefault("max_sessions", 0)  # module-wide servers hold many sessions
     app = create_app(Settings(data_dir=tmp / "data", token=token, **settings))
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="in-process-bridge", daemon=True)
@@ -140,7 +141,8 @@ def start_bridge(
     argv = [*(wrapper or []), *argv]  # e.g. a command that runs the bridge in its own namespace
     if token:
         argv += ["--token", token]
-    full_env = {**os.environ, **(env or {})}
+    # The suite's shared servers hold more live sessions than a server allows by default.
+    full_env = {"ACP_BRIDGE_MAX_SESSIONS": "0", **os.environ, **(env or {})}
     full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=full_env, cwd=cwd or tmp)

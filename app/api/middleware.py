@@ -1,5 +1,6 @@
-"""The bridge's HTTP middleware: one pure ASGI layer for legacy CORS (answers every OPTIONS), token
-auth, the request body limit and routing on the still-encoded path.
+"""The bridge's HTTP middleware: one pure ASGI layer for legacy CORS (answers every OPTIONS), the
+rules of a server without a token (``sites.py``), token auth, the request body limit and routing on
+the still-encoded path.
 
 One layer, one pass over the headers, and everything that depends only on the settings decided
 once: a request costs a few attribute reads here, not four wrappers (behavior §2.2 for CORS).
@@ -14,7 +15,8 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from app.errors import BridgeError, RequestFormatError, TokenInvalid
+from app.api.sites import SAFE_METHODS, SiteRules
+from app.errors import BridgeError, ForeignRequest, RequestFormatError, TokenInvalid
 from app.metrics import Metrics
 from app.tracing import Tracing
 
@@ -25,6 +27,9 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 VARY = (b"vary", b"origin, access-control-request-method, access-control-request-headers")
+# The scope extension through which the server (app/serving.py) offers to close the connection at
+# once, dropping what is still queued for it: a callable, absent under other servers.
+ABORT_EXTENSION = "acp-rest-bridge.abort"
 
 
 def is_public(path: str) -> bool:
@@ -34,8 +39,10 @@ def is_public(path: str) -> bool:
 
 
 class BridgeMiddleware:
-    """Order seen by a request: CORS (answers every OPTIONS) -> auth -> body limit -> encoded-path
-    routing -> the app. Error answers (401, 413) carry the CORS headers too."""
+    """Order seen by a request: without a token, the site rules (``Host``; for state-changing
+    requests ``Origin``/``Sec-Fetch-Site``) -> CORS (answers every OPTIONS) -> auth -> body limit ->
+    encoded-path routing -> the app. Error answers (401, 403, 413) carry the CORS headers too.
+    The first of repeated ``Authorization``, ``Origin`` or ``Host`` headers counts, as legacy."""
 
     def __init__(
         self,
@@ -50,11 +57,16 @@ class BridgeMiddleware:
         cors_credentials: bool,
         metrics: Metrics | None = None,
         tracing: Tracing | None = None,
+        bound_host: str = "127.0.0.1",
+        allowed_hosts: list[str] | None = None,
     ) -> None:
         self.app = app
         self.metrics = metrics
         self.tracing = tracing
         self.token = None if token is None else token.encode()
+        # With a token, the token decides, as legacy; without one, who may drive the server.
+        self.sites = SiteRules(bound_host, allowed_hosts or [], cors_origins) if token is None else None
+        self._hosts: dict[tuple[bytes, str | None], bool] = {}
         self.limit = body_limit
         self.on_error = on_error
         self.origins = {origin.encode("latin-1") for origin in cors_origins}
@@ -109,28 +121,28 @@ class BridgeMiddleware:
                 span.set_attribute("http.response.status_code", status)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send, seen: list[int] | None = None) -> None:
-        origin = authorization = length = None
+        origin = authorization = length = host = fetch_site = None
         chunked = False
         for key, value in scope["headers"]:
             key = key.lower()
             if key == b"origin":
-                origin = value
+                if origin is None:
+                    origin = value
             elif key == b"authorization":
-                authorization = value
+                if authorization is None:  # the first one counts, as legacy
+                    authorization = value
             elif key == b"content-length":
                 length = value
             elif key == b"transfer-encoding":
                 chunked = True
+            elif key == b"host":
+                if host is None:
+                    host = value
+            elif key == b"sec-fetch-site":
+                fetch_site = value
         common = self.common
         if origin is not None and bytes(origin) in self.origins:
             common = [(b"access-control-allow-origin", bytes(origin)), *common]
-
-        if scope["method"] == "OPTIONS":
-            if seen is not None:
-                seen.append(200)
-            await send({"type": "http.response.start", "status": 200, "headers": common + self.preflight})
-            await send({"type": "http.response.body", "body": b""})
-            return
 
         async def send_with_cors(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -139,6 +151,19 @@ class BridgeMiddleware:
                 headers = message.get("headers") or []
                 message["headers"] = [h for h in headers if h[0].lower() != b"vary"] + common
             await send(message)
+
+        if self.sites is not None:
+            refusal = self._refusal(scope, host, origin, fetch_site)
+            if refusal is not None:
+                await self.on_error(refusal)(scope, receive, send_with_cors)
+                return
+
+        if scope["method"] == "OPTIONS":
+            if seen is not None:
+                seen.append(200)
+            await send({"type": "http.response.start", "status": 200, "headers": common + self.preflight})
+            await send({"type": "http.response.body", "body": b""})
+            return
 
         if self.token is not None and not is_public(scope["path"]):
             token = token_from_authorization(None if authorization is None else bytes(authorization).decode("latin-1"))
@@ -158,6 +183,43 @@ class BridgeMiddleware:
         if raw:
             scope["path"] = raw.split(b"?", 1)[0].decode("latin-1")
         await self.app(scope, receive, send_with_cors)
+
+    def _refusal(self, scope: Scope, host: Any, origin: Any, fetch_site: Any) -> BridgeError | None:
+        """Why a server without a token refuses this request, or None."""
+        sites = self.sites
+        assert sites is not None
+        host_text = None if host is None else bytes(host).decode("latin-1")
+        # No Host at all (HTTP/1.0) is no browser's request; a browser always sends one.
+        if host is not None:
+            server = scope.get("server")
+            local = server[0] if server else None
+            key = (bytes(host), local)
+            allowed = self._hosts.get(key)
+            if allowed is None:
+                allowed = sites.host_allowed(host_text or "", local)
+                if len(self._hosts) >= 256:  # any number of names may be tried: keep few
+                    self._hosts.clear()
+                self._hosts[key] = allowed
+            if not allowed:
+                return ForeignRequest(
+                    f"Host {(host_text or '')[:200]!r} is not served without a token",
+                    "only loopback names, the bound address and ACP_BRIDGE_ALLOWED_HOSTS are; "
+                    "add the name there or set a token (--token)",
+                )
+        if scope["method"] in SAFE_METHODS:
+            return None
+        why = sites.cross_site(
+            host_text,
+            None if origin is None else bytes(origin).decode("latin-1"),
+            None if fetch_site is None else bytes(fetch_site).decode("latin-1"),
+        )
+        if why is None:
+            return None
+        return ForeignRequest(
+            f"cross-site request refused: {why}",
+            "without a token, state-changing requests are taken only from this server's own pages, "
+            "origins allowed with --cors-allow-origin, and clients that are not browsers; or set a token (--token)",
+        )
 
     def _counting(self, receive: Receive) -> Receive:
         """A chunked body: 413 as soon as it passes the limit (with a Content-Length the server

@@ -93,6 +93,7 @@ AGENT_START_PROBLEMS = {
 }
 SESSION_TURN_PROBLEMS = {
     400: "Invalid request (the session has ended, a bad mode or attachment)",
+    429: "Too many live sessions to start this one's agent again",
     404: "No such session, or its agent is not installed",
     500: "The agent process exited",
     502: "The agent answered with an error",
@@ -114,6 +115,7 @@ ROUTE_PROBLEMS: dict[tuple[str, str], dict[int, str]] = {
     ("get", "/v1/agents/{agent}/models"): {400: "Unsupported agent", **AGENT_START_PROBLEMS},
     ("post", "/v1/sessions/{session_id}"): {
         404: "The agent is not installed",
+        429: "Too many live sessions (`ACP_BRIDGE_MAX_SESSIONS`)",
         500: "The agent process exited or its install failed",
         502: "The agent answered with an error",
         504: "The agent did not start in time",
@@ -143,6 +145,7 @@ def added_problems(method: str, path: str, op: dict[str, Any]) -> dict[int, str]
     found.update({k: v for k, v in ROUTE_PROBLEMS.get((method, path), {}).items() if k not in found})
     if path != "/v1/health":
         found[401] = "A token is required and was missing or wrong"
+    found.setdefault(403, "Without a token: a Host that is not served, or a cross-site request that changes state")
     found[500] = found.get(500, "An unexpected server error (`internal_error`)")
     found[503] = "The server is out of a resource it needs (storage, file descriptors) or not ready yet"
     return found

@@ -19,6 +19,7 @@ from typing import Any
 
 from starlette.responses import Response
 
+from app.api.middleware import ABORT_EXTENSION
 from app.events.envelope import dumps
 from app.events.log import SessionEventLog, StoredEvent, Subscription
 from app.events.model import SESSION_ENDED, TERMINAL_TYPES, TURN_STARTED
@@ -192,8 +193,13 @@ class EventStream(Response):
                     f"{client[0]}:{client[1]}" if client else "",
                     self.send_timeout,
                 )
-            # Returning unfinished makes the server close the connection.
-            _dropped_readers.expect()
+            abort = (scope.get("extensions") or {}).get(ABORT_EXTENSION)
+            if callable(abort):
+                # Closed at once: a plain close would wait for the reader to take what is queued.
+                abort()
+            else:
+                # Returning unfinished makes the server close the connection.
+                _dropped_readers.expect()
         finally:
             if self._timer is not None:
                 self._timer.cancel()

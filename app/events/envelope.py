@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from datetime import UTC, datetime
@@ -85,3 +86,82 @@ def with_raw(event_json: str, raw_json: str | None) -> str:
     if raw_json is None or raw_json == "null":
         return event_json
     return event_json[: -len(RAW_NULL_SUFFIX)] + '"raw":' + raw_json + "}"
+
+
+# ---- the stored form ------------------------------------------------------------------------------
+# An event is stored without what its row and its session already say: the store keeps
+#
+#   json: "<time> <a|d><native_session_id JSON>\n<data JSON>"   (a = agent, not synthetic; d = daemon, synthetic)
+#   raw:  the raw JSON with each "{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":<native
+#         id JSON>,"update":{" replaced by "\x01" (a JSON text never holds a raw control character)
+#
+# and ``unpack`` makes the envelope again from them and the row's session id, sequence and type,
+# byte for byte. An envelope that is not exactly of ``envelope_json``'s shape is stored whole (it
+# starts with "{"), as are all events of stores written before this form, and read as they are.
+_AGENT = '"synthetic":false,"source":"agent"'
+_DAEMON = '"synthetic":true,"source":"daemon"'
+_UPDATE = '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+_MARK = "\x01"
+_RAW_TAIL = ',"raw":null}'
+
+
+@functools.lru_cache(maxsize=256)
+def _ids(session_id: str) -> str:
+    return f',"session_id":{encode_basestring(session_id)},"native_session_id":'
+
+
+@functools.lru_cache(maxsize=256)
+def _typed(event_type: str) -> str:
+    return f',"type":{encode_basestring(event_type)},"data":'
+
+
+def pack(
+    session_id: str, sequence: int, event_type: str, event_json: str, raw_json: str | None
+) -> tuple[str, str | None]:
+    """The stored form of an event's envelope and raw JSON (see above)."""
+    head = f'{{"event_id":"evt_{sequence}","sequence":{sequence},"time":"'
+    if not event_json.startswith(head) or not event_json.endswith(_RAW_TAIL):
+        return event_json, raw_json
+    time_end = event_json.find('"', len(head))
+    ids = _ids(session_id)
+    if time_end < 0 or not event_json.startswith(ids, time_end + 1):
+        return event_json, raw_json
+    native_start = time_end + 1 + len(ids)
+    typed = _typed(event_type)
+    flag, source = "a", _AGENT
+    native_end = event_json.find("," + source + typed, native_start)
+    if native_end < 0:
+        flag, source = "d", _DAEMON
+        native_end = event_json.find("," + source + typed, native_start)
+        if native_end < 0:
+            return event_json, raw_json
+    time = event_json[len(head) : time_end]
+    native = event_json[native_start:native_end]
+    if " " in time or "\n" in native:
+        return event_json, raw_json
+    data = event_json[native_end + 1 + len(source) + len(typed) : -len(_RAW_TAIL)]
+    if raw_json is not None and _MARK not in raw_json:
+        raw_json = raw_json.replace(f'{_UPDATE}{native},"update":{{', _MARK)
+    return f"{time} {flag}{native}\n{data}", raw_json
+
+
+def unpack(session_id: str, sequence: int, event_type: str, stored: str, raw: str | None) -> tuple[str, str | None]:
+    """The envelope and raw JSON of a stored event (``pack`` undone)."""
+    if stored.startswith("{"):
+        return stored, raw
+    space = stored.index(" ")
+    newline = stored.index("\n", space)
+    native = stored[space + 2 : newline]
+    source = _AGENT if stored[space + 1] == "a" else _DAEMON
+    event_json = (
+        f'{{"event_id":"evt_{sequence}","sequence":{sequence},"time":"{stored[:space]}"'
+        f"{_ids(session_id)}{native},{source}{_typed(event_type)}{stored[newline + 1 :]}{_RAW_TAIL}"
+    )
+    if raw is not None and _MARK in raw:
+        raw = raw.replace(_MARK, f'{_UPDATE}{native},"update":{{')
+    return event_json, raw
+
+
+def stored_time(stored: str) -> str | None:
+    """The ``time`` of a stored event without making its envelope (None for a whole envelope)."""
+    return None if stored.startswith("{") else stored[: stored.find(" ")]

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.events.envelope import dumps
+from app.events.envelope import dumps, pack, stored_time, unpack
 
 from .log import StoredEvent
 from .store import LogStats, StoreListener
@@ -646,13 +646,20 @@ class SqliteEventStore:
         size = SqliteEventStore.ROWS_PER_INSERT
         for start in range(0, len(events), size):
             chunk = events[start : start + size]
-            try:
-                params = [v for e in chunk for v in (keys[e.session_id], e.sequence, e.type, e.json, e.raw_json)]
-            except KeyError:  # an event of a session deleted since (retention): not stored
-                chunk = [e for e in chunk if e.session_id in keys]
-                params = [v for e in chunk for v in (keys[e.session_id], e.sequence, e.type, e.json, e.raw_json)]
-                if not chunk:
-                    continue
+            # Stored without what the row and the session say (``envelope.pack``).
+            chunk = [e for e in chunk if e.session_id in keys]  # not one of a session deleted since
+            if not chunk:
+                continue
+            params = [
+                v
+                for e in chunk
+                for v in (
+                    keys[e.session_id],
+                    e.sequence,
+                    e.type,
+                    *pack(e.session_id, e.sequence, e.type, e.json, e.raw_json),
+                )
+            ]
             conn.execute(_insert_sql(len(chunk)), params)
         for e in events:
             marks[e.session_id] = e.sequence
@@ -685,7 +692,10 @@ class SqliteEventStore:
             " ORDER BY sequence LIMIT ?",
             (key, after, before if before is not None else 2**62, limit if limit is not None else -1),
         )
-        return [StoredEvent(session_id, seq, event_type, body, raw) for seq, event_type, body, raw in rows]
+        return [
+            StoredEvent(session_id, seq, event_type, *unpack(session_id, seq, event_type, body, raw))
+            for seq, event_type, body, raw in rows
+        ]
 
     async def read_async(
         self, session_id: str, after: int, limit: int | None, before: int | None = None
@@ -709,7 +719,7 @@ def _log_stats(conn: sqlite3.Connection, key: int, updated_ns: int) -> LogStats:
 def _event_ns(event_json: str) -> int:
     """When the event was recorded (its envelope's ``time``), in ns since the epoch."""
     try:
-        stamp = json.loads(event_json)["time"]  # 2026-01-30T10:15:42.123456789Z
+        stamp = stored_time(event_json) or json.loads(event_json)["time"]  # 2026-01-30T10:15:42.123456789Z
         seconds = datetime.fromisoformat(stamp[:19]).replace(tzinfo=UTC).timestamp()
         fraction = stamp[20:-1] if stamp[19:20] == "." else ""
         return int(seconds) * 1_000_000_000 + int(fraction.ljust(9, "0")[:9] or 0)

@@ -18,6 +18,7 @@ from app.errors import (
     SessionAlreadyExists,
     SessionNotFound,
     StorageUnavailable,
+    TooManySessions,
     UnsupportedAgent,
 )
 from app.events.log import SessionEventLog, StoredEvent
@@ -145,6 +146,7 @@ class SessionManager:
         if session.recovery is not None:
             from . import recovery
 
+            self.check_capacity()  # its agent is started again
             try:
                 await recovery.revive(session)
             except Exception:
@@ -168,6 +170,16 @@ class SessionManager:
         cause = self.store.unavailable
         if cause is not None:
             raise StorageUnavailable(cause)
+
+    def check_capacity(self) -> None:
+        """429 when as many sessions are live (an agent process running, or being started) as the
+        settings allow; ended and suspended ones do not count."""
+        limit = self.settings.max_sessions
+        if limit <= 0:
+            return
+        live = len(self._creating) + sum(1 for s in self._sessions.values() if not s.ended and not s.suspended)
+        if live >= limit:
+            raise TooManySessions(limit)
 
     def forget(self, session_id: str) -> None:
         """Remove an ended session from the server and the store (retention)."""
@@ -216,6 +228,7 @@ class SessionManager:
         if session_id in self._sessions or session_id in self._creating:
             raise SessionAlreadyExists(session_id)
         self.check_storage()
+        self.check_capacity()
         self._creating.add(session_id)
         try:
             if not spec.installed:

@@ -19,7 +19,9 @@ from app.settings import Settings
 async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(Settings(data_dir=tmp_path / "data"))
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+    # A loopback Host: a server without a token serves no other.
+    base_url = "http://127.0.0.1"
+    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url=base_url) as c:
         yield c
 
 

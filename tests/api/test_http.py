@@ -74,6 +74,12 @@ def test_token_schemes(secured: httpx.Client, header: str) -> None:
     assert secured.get("/v1/sessions", headers={"Authorization": header}).status_code == 200
 
 
+def test_the_first_of_two_authorization_headers_counts(secured: httpx.Client) -> None:
+    good, bad = ("Authorization", f"Bearer {TOKEN}"), ("Authorization", "Bearer wrong")
+    assert secured.get("/v1/sessions", headers=[good, bad]).status_code == 200
+    assert secured.get("/v1/sessions", headers=[bad, good]).status_code == 401
+
+
 def test_token_is_checked_on_every_v1_route(secured: httpx.Client) -> None:
     for method, path in [
         ("POST", "/v1/sessions/x"),

@@ -100,3 +100,38 @@ def test_conversation_from_deltas_and_items(ui: Page, bridge: Bridge) -> None:
     assert steps[10][-1][0] == "permission.resolved"
     assert result["states"] == ["running", "waiting for you", "idle"]
     assert not ui.console.errors
+
+
+HOSTILE_PARTS = """async () => {
+  const { Timeline, ChatView } = await import("/ui/timeline.js");
+  const timeline = new Timeline();
+  const container = document.createElement("div");
+  document.body.append(container);
+  const view = new ChatView(container);
+  const item = (id, kind, content) => ({
+    item_id: id, native_item_id: null, parent_id: null, kind, role: "assistant", content, status: "completed",
+  });
+  let sequence = 0;
+  const apply = (type, data) => {
+    sequence += 1;
+    view.update(timeline, timeline.apply({ event_id: `evt_${sequence}`, sequence, type, data,
+      time: "2026-01-01T00:00:00Z", source: "agent", synthetic: false }));
+  };
+  // An agent's plan with a null entry (and a string one), then its reply.
+  const plan = { entries: [null, "loose", { content: "Write it", status: "in_progress" }] };
+  apply("item.completed", { item: item("plan", "status", [{ type: "json", json: plan }]) });
+  apply("item.completed", { item: item("reply", "message", [{ type: "text", text: "Here is the reply" }]) });
+  // A part the page cannot render at all, then another reply.
+  apply("item.completed", { item: item("odd", "message", [null]) });
+  apply("item.completed", { item: item("after", "message", [{ type: "text", text: "Still shown" }]) });
+  return [...container.querySelectorAll("[data-testid=chat-item]")].map((n) => [n.dataset.kind, n.innerText]);
+}"""
+
+
+def test_a_render_error_never_hides_the_events_after_it(ui: Page, bridge: Bridge) -> None:
+    ui.page.goto(bridge.url + "/ui/")
+    shown: list[list[str]] = ui.page.evaluate(HOSTILE_PARTS)
+    assert [kind for kind, _ in shown] == ["status", "message", "render-error", "message"]
+    assert "loose" in shown[0][1] and "Write it" in shown[0][1]
+    assert "Here is the reply" in shown[1][1]
+    assert "Still shown" in shown[3][1]

@@ -151,7 +151,10 @@ class StalledReader:
             ready, _, _ = select.select([self.sock], [], [], 0.5)
             if not ready:
                 continue
-            chunk = self.sock.recv(1 << 20)
+            try:
+                chunk = self.sock.recv(1 << 20)
+            except ConnectionResetError:  # the server aborted the connection
+                return bytes(data), True
             if not chunk:
                 return bytes(data), True
             data += chunk

@@ -142,7 +142,7 @@ def test_every_status_the_server_answers_is_declared(tmp_path: Path) -> None:
         for method, op in operations.items():
             responses = op["responses"]
             assert ("401" in responses) == (path != "/v1/health"), (method, path)
-            assert {"500", "503"} <= set(responses), (method, path)
+            assert {"403", "500", "503"} <= set(responses), (method, path)
             if "application/json" in op.get("requestBody", {}).get("content", {}):
                 assert {"400", "413", "415", "422"} <= set(responses), (method, path)
             for code, response in responses.items():
@@ -150,7 +150,7 @@ def test_every_status_the_server_answers_is_declared(tmp_path: Path) -> None:
                     schema = response["content"]["application/json"]["schema"]
                     assert schema == {"$ref": "#/components/schemas/ProblemDetails"}, (method, path, code)
     messages = doc["paths"]["/v1/sessions/{session_id}/messages"]["post"]["responses"]
-    assert {"400", "404", "500", "502", "504"} <= set(messages)
+    assert {"400", "404", "429", "500", "502", "504"} <= set(messages)
 
 
 def test_no_fastapi_validation_schemas(tmp_path: Path) -> None:

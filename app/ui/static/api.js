@@ -25,26 +25,62 @@ function parseHeaders(text) {
   return out;
 }
 
-/**
- * The connection for this tab: the query string of buildInspectorUrl (`?token=T&headers=JSON`, and
- * `url=` for a server on another origin) wins, else what this tab kept. The token is then removed
- * from the address bar so it does not stay in the history or get shared with a copied link.
- */
-export function loadConnection() {
+/** The origin of a server URL ("" for this page's own server); a URL that cannot be read is its own key. */
+export function originOf(url) {
+  try {
+    return new URL(url || location.origin, location.href).origin;
+  } catch {
+    return String(url);
+  }
+}
+
+function readSaved() {
   let saved = {};
   try {
     saved = JSON.parse(sessionStorage.getItem(STORAGE_KEY) || "{}") || {};
   } catch {
     saved = {};
   }
-  const params = new URLSearchParams(location.search);
-  const conn = {
-    url: typeof saved.url === "string" ? saved.url : "",
-    token: typeof saved.token === "string" ? saved.token : "",
-    headers: saved.headers && typeof saved.headers === "object" ? saved.headers : {},
+  const credentials = {};
+  if (saved.credentials && typeof saved.credentials === "object") {
+    for (const [origin, entry] of Object.entries(saved.credentials)) {
+      if (entry && typeof entry === "object") credentials[origin] = entry;
+    }
+  } else if (typeof saved.token === "string" || (saved.headers && typeof saved.headers === "object")) {
+    // Kept by an earlier page, which had one token for whatever server it pointed at: it is the
+    // token of the server it pointed at then.
+    credentials[originOf(typeof saved.url === "string" ? saved.url : "")] = { token: saved.token, headers: saved.headers };
+  }
+  return { url: typeof saved.url === "string" ? saved.url : "", credentials };
+}
+
+/** The token and extra headers kept for one server origin. */
+function credentialsFor(credentials, origin) {
+  const entry = credentials[origin] || {};
+  return {
+    token: typeof entry.token === "string" ? entry.token : "",
+    headers: entry.headers && typeof entry.headers === "object" ? entry.headers : {},
   };
+}
+
+/**
+ * The connection for this tab: the query string of buildInspectorUrl (`?token=T&headers=JSON`, and
+ * `url=` for a server on another origin) wins, else what this tab kept. The token is then removed
+ * from the address bar so it does not stay in the history or get shared with a copied link.
+ *
+ * A token (and the extra headers) belongs to the server origin it was given for, and is kept and
+ * sent for that origin only: `?url=<other server>` in a tab holding a token sends the other server
+ * none. `?token=` without `url=` is for this page's own server, as buildInspectorUrl means it.
+ */
+export function loadConnection() {
+  const saved = readSaved();
+  const params = new URLSearchParams(location.search);
+  let url = saved.url;
+  if (params.has("url")) url = (params.get("url") || "").trim();
+  else if (params.has("token") || params.has("headers")) url = "";
+  const origin = originOf(url);
+  const conn = { url, origin, credentials: saved.credentials, ...credentialsFor(saved.credentials, origin) };
   let warning = null;
-  if (params.has("url")) conn.url = (params.get("url") || "").trim();
   if (params.has("token")) conn.token = params.get("token") || "";
   if (params.has("headers")) {
     try {
@@ -62,8 +98,24 @@ export function loadConnection() {
   return { conn, warning };
 }
 
+/**
+ * Keeps the connection: its URL, and its token and headers under the origin of that URL. A token
+ * still the one of the origin the connection had (the form's URL changed, its token did not) is
+ * not carried to the new origin.
+ */
 export function saveConnection(conn) {
-  sessionStorage.setItem(STORAGE_KEY, JSON.stringify(conn));
+  const credentials = { ...(conn.credentials || {}) };
+  const origin = originOf(conn.url);
+  if (conn.origin && origin !== conn.origin) {
+    const before = credentialsFor(credentials, conn.origin);
+    const kept = credentialsFor(credentials, origin);
+    if (conn.token === before.token) conn.token = kept.token;
+    if (JSON.stringify(conn.headers || {}) === JSON.stringify(before.headers)) conn.headers = kept.headers;
+  }
+  credentials[origin] = { token: conn.token || "", headers: conn.headers || {} };
+  conn.origin = origin;
+  conn.credentials = credentials;
+  sessionStorage.setItem(STORAGE_KEY, JSON.stringify({ url: conn.url || "", credentials }));
 }
 
 export { parseHeaders };
@@ -83,7 +135,9 @@ export class Api {
     return (this.conn.url || location.origin).replace(/\/+$/, "");
   }
 
-  headers(extra = {}) {
+  /** What a request to `url` carries: the token and extra headers only on their own origin. */
+  headers(extra = {}, url = this.base) {
+    if (originOf(url) !== this.conn.origin) return { ...extra };
     const out = { ...this.conn.headers };
     if (this.conn.token) out.Authorization = `Bearer ${this.conn.token}`;
     return { ...out, ...extra };
@@ -122,7 +176,7 @@ export class Api {
       payload = JSON.stringify(json);
       extra["Content-Type"] = "application/json";
     }
-    const sent = this.headers(extra);
+    const sent = this.headers(extra, url);
     const entry = {
       id: this.nextLogId++,
       time: new Date(),

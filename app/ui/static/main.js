@@ -391,7 +391,11 @@ function applyEvents(events) {
   const filter = $("event-filter").value;
   const fragment = document.createDocumentFragment();
   for (const event of events) {
-    changed.push(...state.timeline.apply(event));
+    try {
+      changed.push(...state.timeline.apply(event));
+    } catch (error) {
+      console.error("inspector: cannot apply an event to the conversation", error); // still listed below
+    }
     if (event.type.startsWith("permission.") || event.type.startsWith("question.") || event.type === "session.ended") promptsChanged = true;
     fragment.append(renderEventRow(event, filter));
     if (!state.eventTypes.has(event.type)) {

@@ -140,7 +140,9 @@ export function renderDiff(diff) {
 
 function renderPlan(json) {
   const list = el("ol", { class: "plan" });
-  for (const step of json.entries) {
+  for (const entry of json.entries) {
+    // An agent's plan may hold anything: a null or a string is shown as an empty or plain step.
+    const step = entry && typeof entry === "object" ? entry : { content: entry == null ? "" : String(entry) };
     const status = String(step.status || "pending");
     const mark = status === "completed" ? "✓" : status === "in_progress" ? "▸" : "○";
     list.append(
@@ -279,6 +281,23 @@ export function renderEntry(entry) {
   );
 }
 
+/** An entry the page cannot render is still shown (its JSON), and never stops the ones after it. */
+function renderSafely(entry) {
+  try {
+    return renderEntry(entry);
+  } catch (error) {
+    console.error("inspector: cannot render an entry", error);
+    const what = entry.kind === "note" ? entry.event : entry.item;
+    return el(
+      "article",
+      { "data-testid": "chat-item", "data-kind": "render-error", class: "chat-item note error" },
+      el("strong", {}, "Not shown as it should be"),
+      el("span", {}, ` ${error && error.message ? error.message : String(error)}`),
+      el("details", { class: "json" }, el("summary", {}, "JSON"), el("pre", {}, JSON.stringify(what, null, 2))),
+    );
+  }
+}
+
 /** Keeps a container in step with a Timeline: re-renders only the entries that changed. */
 export class ChatView {
   constructor(container) {
@@ -314,7 +333,7 @@ export class ChatView {
     for (const key of new Set(keys)) {
       const entry = timeline.entries.get(key);
       if (!entry) continue;
-      const node = renderEntry(entry);
+      const node = renderSafely(entry);
       const old = this.nodes.get(key);
       if (old) {
         // Keep open <details> open across updates.

@@ -1,0 +1,60 @@
+"""The connection cap of ``app/serving.py``: at the cap the longest-idle connection makes room (once
+idle for a second), else the new one is refused; what happened is logged in one line."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from app.serving import IDLE_GRACE, ConnectionLimits, Connections, connection_cap
+
+
+class Conn:
+    counted = False
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.closed = False
+
+    def close_idle(self) -> None:
+        self.closed = True
+
+
+def admit(connections: Connections, conn: Conn, now: float) -> bool:
+    return connections.admit(conn, now)  # type: ignore[arg-type]
+
+
+async def test_the_longest_idle_connection_makes_room_else_the_new_one_is_refused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    connections = Connections(ConnectionLimits(max_connections=2, header_timeout=15, body_timeout=30))
+    a, b, c, d, e = (Conn(n) for n in "abcde")
+    assert admit(connections, a, 0.0) and admit(connections, b, 0.1)
+    connections.busy(a)  # a request is running on a: never closed to make room
+    assert not admit(connections, c, 0.5)  # b has been idle for less than a second
+    assert admit(connections, d, 0.1 + IDLE_GRACE)  # now b makes room
+    assert b.closed and not a.closed and connections.open == 2
+    connections.release(b)  # its close, reported later, changes nothing
+    assert connections.open == 2
+    connections.idle_again(a, 5.0)
+    assert admit(connections, e, 5.0)  # d, idle since 1.1, is the oldest
+    assert d.closed and not a.closed
+    with caplog.at_level(logging.WARNING, logger="acp_rest_bridge.connections"):
+        connections.log_line()
+    assert "1 refused at the cap of 2 open connections" in caplog.text
+    assert "2 idle ones closed to make room" in caplog.text
+    assert connections.totals == {"refused": 1, "made room": 2, "head": 0, "body": 0}
+
+
+def test_the_default_cap_is_a_share_of_the_open_file_limit() -> None:
+    assert connection_cap(100, 1_000_000) == 100
+    assert connection_cap(0, 1024) == 512
+    assert connection_cap(0, 1_048_576) == 10_000
+
+
+async def test_nothing_to_log_is_no_line(caplog: pytest.LogCaptureFixture) -> None:
+    connections = Connections(ConnectionLimits(1, 1, 1))
+    with caplog.at_level(logging.WARNING):
+        connections.log_line()
+    assert caplog.text == ""
