@@ -247,6 +247,7 @@ class Session:
         the turn in flight, since ACP agents take one prompt at a time. Returns the turn's id.
         ``image_data``: the image attachments already read (``sessions.attachments.read_images``)."""
         self.check_accepting()
+        self._check_not_waiting()
         image_capable = bool(self.agent.prompt_capabilities.get("image"))
         image_data = image_data or {}
         turn = self.turns.new_turn(
@@ -261,6 +262,23 @@ class Session:
         )
         self.turns.submit(turn)
         return turn.turn_id
+
+    def _check_not_waiting(self) -> None:
+        """A message is refused while the running turn waits for a person: accepted, it would show
+        nothing until the reply (ACP agents take one prompt at a time), and recorded at once, its
+        turn.started would come before the end of the turn in flight. The turn waits when it has an
+        open request and the agent has said nothing since asking (the legacy mock's demo asks and
+        goes on: that turn does not wait)."""
+        turn = self.turns.current
+        if turn is None:
+            return
+        waiting = [r for r in self.pending.values() if r.turn_id == turn.turn_id and not r.resolved]
+        if waiting and max(r.shown_at for r in waiting) >= self.log.last_sequence:
+            first = min(waiting, key=lambda r: r.shown_at)
+            raise InvalidRequest(
+                f"{turn.turn_id} is waiting for a reply to {first.book.kind} {first.public_id};"
+                " answer it, then send the message"
+            )
 
     def _begin_turn(self, turn: Turn) -> None:
         turn.params = prompt_params(self.native_session_id, turn.blocks, turn.turn_id)
