@@ -26,7 +26,7 @@ from app.events.model import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft, 
 from app.settings import Settings
 from app.translate.extensions import rpc_error_data
 from app.translate.outgoing import prompt_params
-from app.translate.prompt import Attachment, prompt_blocks, resolve_attachment_path, user_item_parts
+from app.translate.prompt import Attachment, attachment, prompt_blocks, user_item_parts
 from app.translate.session_translator import MOCK_USER_ITEM, SessionTranslator, UserItemStyle
 
 from . import agent_setup
@@ -237,8 +237,8 @@ class Session:
             raise AgentProcessExited(self.spec.id, code, self.agent.stderr_text())
 
     def attachment(self, path: str, mime: str | None, filename: str | None) -> Attachment:
-        """A message attachment, its path taken from the session's root when relative."""
-        return Attachment(resolve_attachment_path(path, self.fs_root), mime, filename)
+        """A message attachment, read from the session's root when relative, shown as given."""
+        return attachment(path, self.fs_root, mime, filename)
 
     def send_message(
         self, message: str, attachments: list[Attachment], image_data: dict[str, bytes] | None = None

@@ -22,13 +22,20 @@ def prompt_text(blocks: list[dict[str, Any]]) -> str:
     """The prompt as the legacy mock saw it: the text, then its attachments listed (behavior §3.8)."""
     text = "".join(block.get("text", "") for block in blocks if block.get("type") == "text")
     paths = [
-        unquote(block["uri"].removeprefix("file://"))
+        _given_path(block)
         for block in blocks
         if block.get("type") in ("resource_link", "image") and isinstance(block.get("uri"), str)
     ]
     if paths:
         text += "\n\nAttachments:\n" + "".join(f"- {path}\n" for path in paths)
     return text
+
+
+def _given_path(block: dict[str, Any]) -> str:
+    """The path as the client gave it (the bridge's ``_meta``), else the file URI's path."""
+    meta = block.get("_meta")
+    given = meta.get("sandbox-agent/path") if isinstance(meta, dict) else None
+    return given if isinstance(given, str) else unquote(block["uri"].removeprefix("file://"))
 
 
 PROTOCOL_VERSION = 1
