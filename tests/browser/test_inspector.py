@@ -296,9 +296,9 @@ def test_agents_files_and_problem_details(ui: Page, secured: Bridge, workdir: Pa
 
 def test_a_wrong_token_is_shown_not_swallowed(ui: Page, secured: Bridge) -> None:
     page = open_inspector(ui, secured.url, token="wrong")
-    banner = page.get_by_test_id("error-banner")
-    expect(banner).to_be_visible()
-    expect(banner).to_contain_text("Token Invalid")
+    screen = page.get_by_test_id("connect-screen")
+    expect(screen).to_be_visible()
+    expect(screen).to_contain_text("Token Invalid")
     assert_no_console_errors(ui, "status of 401")
 
 
