@@ -236,7 +236,9 @@ class SessionTranslator:
             return out
         if extensions.turn_end_omitted(metadata.get("meta")):
             return out
-        data = {"phase": "ended", "turn_id": turn_id, "metadata": metadata}
+        # The prompt result's own `_meta` stays in raw (the response), with ACP's other extras.
+        shown = {key: value for key, value in metadata.items() if key != "meta"}
+        data = {"phase": "ended", "turn_id": turn_id, "metadata": shown}
         out.append(EventDraft(TURN_ENDED, data, synthetic=True, raw=raw))
         return out
 

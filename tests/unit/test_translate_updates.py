@@ -312,4 +312,6 @@ def test_a_prompt_result_may_ask_for_no_turn_ended() -> None:
     feed(t, text_chunk("asking", "m"))
     out = end_turn(t, meta={"sandbox-agent/turnEnded": False})
     assert types(out) == ["item.completed"]
-    assert types(end_turn(t, meta={"sandbox-agent/turnEnded": True})) == ["turn.ended"]
+    ended = end_turn(t, meta={"sandbox-agent/turnEnded": True, "quota": {"tokens": 3}})
+    assert types(ended) == ["turn.ended"]
+    assert "meta" not in ended[0].data["metadata"]  # the result's own _meta stays in raw
