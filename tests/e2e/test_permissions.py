@@ -166,7 +166,7 @@ def test_permission_command_asks_twice_and_replies_any_order(client: httpx.Clien
     assert types(rest) == ["permission.resolved"] * 2
 
 
-@pytest.mark.parametrize("mode", ["default", "plan", "bypass"])
+@pytest.mark.parametrize("mode", ["default", "plan", "bypass", "acceptEdits"])
 def test_the_mock_asks_in_every_permission_mode(client: httpx.Client, mode: str) -> None:
     """Legacy's mock asked in bypass too (bypass was the real agents' own business), and a message
     sent while its requests wait is taken at once: the mock's turn ended when it asked."""
