@@ -79,6 +79,12 @@ class AgentProfile:
     announces_tool_calls: bool = False
     # Permission `action` by ACP kind when the request names no tool (legacy codex actions).
     permission_actions: dict[str, str] = field(default_factory=dict)
+    # The legacy shape of permission.requested `metadata` (hitl_shapes.legacy_metadata): "claude",
+    # "codex" or "generic".
+    permission_metadata: str = "generic"
+    # In permissionMode `bypass` the bridge approves what the agent still asks (False: shown and
+    # waiting like any request, as legacy's mock, which asked in bypass too).
+    bypass_approves: bool = True
     # Keys of `rawOutput` that hold a tool's output text, best first.
     output_fields: tuple[str, ...] = ("output",)
     # Dotted paths in `rawOutput` to a unified diff the agent made itself (used for file_ref diffs).
@@ -145,6 +151,7 @@ PROFILES: dict[str, AgentProfile] = {
             tool_names={**_STANDARD_TOOL_NAMES, "execute": "Bash", "read": "Read", "edit": "Edit"},
             title_names=False,  # titles are "Terminal", "Read File"; the name is in _meta.claudeCode
             announces_tool_calls=True,
+            permission_metadata="claude",
         ),
         AgentProfile(
             id="codex",
@@ -178,6 +185,7 @@ PROFILES: dict[str, AgentProfile] = {
             output_fields=("formatted_output", "aggregated_output", "stdout", "output"),
             permission_actions={"edit": "fileChange", "delete": "fileChange", "move": "fileChange"}
             | {kind: "commandExecution" for kind in ("execute", "read", "search", "fetch", "other")},
+            permission_metadata="codex",
         ),
         AgentProfile(
             id="opencode",
@@ -215,6 +223,7 @@ PROFILES: dict[str, AgentProfile] = {
             agent_modes={"build": ModeTarget(mode="build"), "plan": ModeTarget(mode="plan")},
             permission_modes={m: ModeTarget() for m in ("default", "plan", "bypass")},
             strict_models=False,  # the legacy mock took any model name
+            bypass_approves=False,
             fallback_models={"models": [{"id": "mock", "name": "Mock"}], "defaultModel": "mock"},
         ),
         AgentProfile(

@@ -11,9 +11,12 @@ from starlette.types import Scope
 from app.ui import STATIC_DIR
 
 # Scripts and styles only from the page itself; any API origin, since `?url=` may name another server.
+# The page never parses HTML: with Trusted Types required and no policy allowed, the browser refuses
+# any string given to an HTML sink (innerHTML and the like).
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
-    "connect-src *; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    "connect-src *; frame-ancestors 'none'; base-uri 'none'; form-action 'none'; "
+    "require-trusted-types-for 'script'; trusted-types 'none'"
 )
 
 

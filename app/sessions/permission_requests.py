@@ -1,7 +1,8 @@
 """Permissions: ACP `session/request_permission` <-> legacy permission.requested/resolved and replies.
 
 - The request is recorded as ``permission.requested`` in wire order. Then, without asking anyone:
-  ``permissionMode: bypass`` approves it (``once``); a request matching an earlier ``always`` grant is
+  ``permissionMode: bypass`` approves it (``once``) unless the profile says the agent asks anyway
+  (the mock, as legacy's); a request matching an earlier ``always`` grant is
   approved for the session (legacy cache keys); with ``acceptEdits`` a file change is approved for the
   session and its ``permission.requested`` is not shown (legacy codex behaviour).
 - Otherwise it waits for ``POST .../permissions/{id}/reply``, whose reply picks an option by kind.
@@ -89,7 +90,8 @@ def _observe(session: Session, message: dict[str, Any]) -> None:
     permissions = session.permissions
     session.translator.tools.permission_tool_call(tool_call)
     remembered = permissions.tool_calls.get(tool_call.get("toolCallId"))
-    info = permission_info(params, remembered, session.spec.profile.permission_actions)
+    profile = session.spec.profile
+    info = permission_info(params, remembered, profile.permission_actions, profile.permission_metadata)
     request = permissions.add(
         session, message, info, info.candidates, "permission", {"outcome": dict(CANCELLED_OUTCOME)}
     )
@@ -101,7 +103,7 @@ def _observe(session: Session, message: dict[str, Any]) -> None:
     session.record_one(PERMISSION_REQUESTED, data, synthetic=False, raw=message)
     if session.ended:
         session.cancel_one(request.request_id)
-    elif mode == "bypass":
+    elif mode == "bypass" and profile.bypass_approves:
         _answer(session, request, "once")
     elif info.cache_keys & permissions.always:
         _answer(session, request, "always")

@@ -38,6 +38,8 @@ class HumanRequest(Generic[Info]):
     cancel_result: Any  # what the agent gets if the request is cancelled
     resolved: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    turn_id: str | None = None  # the turn that was running when the agent asked
+    shown_at: int = 0  # the sequence of its requested event
 
 
 class RequestBook(Generic[Info]):
@@ -69,6 +71,9 @@ class RequestBook(Generic[Info]):
         request = HumanRequest(
             self, public_id, request_id, str(message.get("method")), message, info, future, cancel_result
         )
+        turn = session.turns.current
+        request.turn_id = turn.turn_id if turn is not None else None
+        request.shown_at = session.log.last_sequence + 1  # its requested event is recorded next
         session.pending[request_id] = request
         self.open[public_id] = request
         self._by_request[request_id] = request

@@ -29,7 +29,7 @@ from app.settings import Settings
 from app.tracing import Tracing
 from app.translate.extensions import rpc_error_data
 from app.translate.outgoing import prompt_params
-from app.translate.prompt import Attachment, prompt_blocks, resolve_attachment_path, user_item_parts
+from app.translate.prompt import Attachment, attachment, prompt_blocks, user_item_parts
 from app.translate.session_translator import MOCK_USER_ITEM, SessionTranslator, UserItemStyle
 
 from . import agent_setup
@@ -264,8 +264,8 @@ class Session:
             raise AgentProcessExited(self.spec.id, code, self.agent.stderr_text())
 
     def attachment(self, path: str, mime: str | None, filename: str | None) -> Attachment:
-        """A message attachment, its path taken from the session's root when relative."""
-        return Attachment(resolve_attachment_path(path, self.fs_root), mime, filename)
+        """A message attachment, read from the session's root when relative, shown as given."""
+        return attachment(path, self.fs_root, mime, filename)
 
     def send_message(
         self, message: str, attachments: list[Attachment], image_data: dict[str, bytes] | None = None
@@ -275,6 +275,7 @@ class Session:
         ``image_data``: the image attachments already read (``sessions.attachments.read_images``)."""
         current_session.set(self.id)
         self.check_accepting()
+        self._check_not_waiting()
         image_capable = bool(self.agent.prompt_capabilities.get("image"))
         image_data = image_data or {}
         turn = self.turns.new_turn(
@@ -291,6 +292,23 @@ class Session:
             turn.trace_parent = self.tracing.current()  # the request's span, also for a turn that waits
         self.turns.submit(turn)
         return turn.turn_id
+
+    def _check_not_waiting(self) -> None:
+        """A message is refused while the running turn waits for a person: accepted, it would show
+        nothing until the reply (ACP agents take one prompt at a time), and recorded at once, its
+        turn.started would come before the end of the turn in flight. The turn waits when it has an
+        open request and the agent has said nothing since asking (the legacy mock's demo asks and
+        goes on: that turn does not wait)."""
+        turn = self.turns.current
+        if turn is None:
+            return
+        waiting = [r for r in self.pending.values() if r.turn_id == turn.turn_id and not r.resolved]
+        if waiting and max(r.shown_at for r in waiting) >= self.log.last_sequence:
+            first = min(waiting, key=lambda r: r.shown_at)
+            raise InvalidRequest(
+                f"{turn.turn_id} is waiting for a reply to {first.book.kind} {first.public_id};"
+                " answer it, then send the message"
+            )
 
     def _begin_turn(self, turn: Turn) -> None:
         turn.params = prompt_params(self.native_session_id, turn.blocks, turn.turn_id)

@@ -101,6 +101,11 @@ class TurnQueue:
     def running(self) -> bool:
         return self._task is not None
 
+    @property
+    def current(self) -> Turn | None:
+        """The running turn."""
+        return self._current
+
     async def wait_idle(self, timeout: float) -> bool:
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)

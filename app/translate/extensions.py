@@ -7,6 +7,9 @@ An agent that knows the legacy model (the built-in mock does) can ask for them; 
 - ``session.ended`` (the agent ends the session without exiting): ``_meta["sandbox-agent/sessionEnd"]``
   ``{terminatedBy?, reason?, message?, exitCode?, stderr?}`` on the ``session/prompt`` result. It
   takes the place of that turn's turn.ended; the reason defaults from the stopReason.
+- no ``turn.ended``: ``_meta["sandbox-agent/turnEnded"]: false`` on the ``session/prompt`` result. The
+  legacy mock recorded none when its script ended asking a person (behavior §10.1); its requests stay
+  pending after the prompt.
 - ``agent.unparsed``: ``_meta["sandbox-agent/unparsed"]`` ``{error, location, rawHash?}`` on any
   ``session/update``: the agent says the payload is one the legacy model cannot show.
 - ``synthetic``: ``_meta["sandbox-agent/synthetic"]: true`` on the notification's params marks the
@@ -26,6 +29,7 @@ from .content import META_PREFIX
 
 ERROR_NOTIFICATION = "_sandbox-agent/error"
 SESSION_END = META_PREFIX + "sessionEnd"
+TURN_ENDED = META_PREFIX + "turnEnded"
 UNPARSED = META_PREFIX + "unparsed"
 SYNTHETIC = META_PREFIX + "synthetic"
 ERROR_TYPE = META_PREFIX + "errorType"
@@ -104,6 +108,11 @@ def session_end(result_meta: Any, stop_reason: Any, raw: Any) -> EventDraft | No
             names = (("head", "head"), ("tail", "tail"), ("truncated", "truncated"), ("total_lines", "totalLines"))
             data["stderr"] = {key: stderr[src] for key, src in names if src in stderr}
     return EventDraft(SESSION_ENDED, data, synthetic=True, raw=raw)
+
+
+def turn_end_omitted(result_meta: Any) -> bool:
+    """The prompt result asks for no turn.ended."""
+    return isinstance(result_meta, dict) and result_meta.get(TURN_ENDED) is False
 
 
 def unparsed_request(update: dict[str, Any]) -> dict[str, Any] | None:

@@ -169,15 +169,36 @@ def _path(raw_input: dict[str, Any], known: dict[str, Any]) -> str | None:
     return None
 
 
+def legacy_metadata(
+    style: str, action: str, tool_name: str | None, raw_input: dict[str, Any], command: str | None, path: str | None
+) -> dict[str, Any]:
+    """PermissionEventData ``metadata`` in the shape legacy gave for this kind of agent (behavior §7.1):
+    ``claude`` ``{toolName, input, permissionSuggestions, blockedPath}``; ``codex`` ``{codexRequestKind,
+    command?}``; otherwise what legacy clients read of a tool (``toolName``, ``command``, ``path``,
+    ``input``), each when known. ACP's own fields (the tool call, the options) stay in the event's ``raw``."""
+    if style == "claude":
+        return {"toolName": tool_name or action, "input": raw_input, "permissionSuggestions": None, "blockedPath": None}
+    if style == "codex":
+        codex: dict[str, Any] = {"codexRequestKind": action}
+        if command is not None:
+            codex["command"] = command
+        return codex
+    found = {"toolName": tool_name, "command": command, "path": path, "input": raw_input or None}
+    return {key: value for key, value in found.items() if value is not None}
+
+
 def permission_info(
-    params: Any, remembered: dict[str, Any] | None = None, kind_actions: dict[str, str] | None = None
+    params: Any,
+    remembered: dict[str, Any] | None = None,
+    kind_actions: dict[str, str] | None = None,
+    metadata_style: str = "generic",
 ) -> PermissionInfo:
     """Legacy view of a ``session/request_permission`` request.
 
     ``action``: ``_meta["sandbox-agent/action"]``, else the tool's stable name (ACP ``name``, or a
-    vendor ``_meta`` tool name), else its ``kind``, else ``other``. ``metadata``: what the agent put in
-    ``_meta["sandbox-agent/metadata"]``, then the fields legacy clients read (``toolName``, ``command``,
-    ``path``, ``input``), then the tool call and the offered options.
+    vendor ``_meta`` tool name), else its ``kind``, else ``other``. ``metadata``: exactly what the agent
+    put in ``_meta["sandbox-agent/metadata"]``, else the legacy shape of ``metadata_style``
+    (``legacy_metadata``).
     """
     params = params if isinstance(params, dict) else {}
     tool_call: dict[str, Any] = params["toolCall"] if isinstance(params.get("toolCall"), dict) else {}
@@ -197,22 +218,12 @@ def permission_info(
         action = name or tool_name or (kind_actions or {}).get(kind or "other") or kind or "other"
 
     legacy = _ext(params, tool_call, "metadata")
-    metadata: dict[str, Any] = dict(legacy) if isinstance(legacy, dict) else {}
-    found = {
-        "toolName": tool_name,
-        "command": _command(raw_input, params),
-        "path": _path(raw_input, known),
-        "input": raw_input or None,
-        "toolCallId": tool_call.get("toolCallId"),
-        "title": known.get("title"),
-        "kind": kind,
-    }
-    for key, value in found.items():
-        if value is not None:
-            metadata.setdefault(key, value)
-    metadata["toolCall"] = tool_call
+    if isinstance(legacy, dict):
+        metadata = dict(legacy)
+    else:
+        command = _command(raw_input, params)
+        metadata = legacy_metadata(metadata_style, action, tool_name, raw_input, command, _path(raw_input, known))
     options = params.get("options") if isinstance(params.get("options"), list) else []
-    metadata["options"] = options
 
     candidates = [_ext(params, tool_call, "permissionId"), tool_call.get("toolCallId")]
     return PermissionInfo(

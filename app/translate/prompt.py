@@ -8,18 +8,30 @@ import os
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
+
+PATH_META = "sandbox-agent/path"
 
 
 @dataclass(slots=True)
 class Attachment:
-    path: str  # absolute
+    path: str  # absolute: what the bridge reads and the agent's file URI
     mime: str | None = None
     filename: str | None = None
+    given: str | None = None  # the path as the client sent it, when that differs
 
     @property
     def mime_type(self) -> str | None:
         return self.mime or mimetypes.guess_type(self.path)[0]
+
+    @property
+    def shown(self) -> str:
+        """The path legacy showed: as given (behavior §3.8 lists it unchanged)."""
+        return self.given if self.given is not None else self.path
+
+    def meta(self) -> dict[str, Any]:
+        """``_meta`` of its block: the given path, when the URI had to be made from another."""
+        return {"_meta": {PATH_META: self.given}} if self.given is not None else {}
 
 
 def file_uri(path: str) -> str:
@@ -46,6 +58,7 @@ def prompt_blocks(
                     "data": base64.b64encode(data).decode("ascii"),
                     "mimeType": mime,
                     "uri": file_uri(attachment.path),
+                    **attachment.meta(),
                 }
             )
             continue
@@ -58,6 +71,7 @@ def prompt_blocks(
             link["title"] = attachment.filename
         if mime:
             link["mimeType"] = mime
+        link.update(attachment.meta())
         blocks.append(link)
     return blocks
 
@@ -76,11 +90,16 @@ def user_item_parts(attachments: list[Attachment]) -> list[dict[str, Any]]:
     for attachment in attachments:
         mime = attachment.mime_type
         if mime and mime.startswith("image/"):
-            parts.append({"type": "image", "path": attachment.path, "mime": mime})
+            parts.append({"type": "image", "path": attachment.shown, "mime": mime})
         else:
-            parts.append({"type": "file_ref", "path": attachment.path, "action": "read", "diff": None})
+            parts.append({"type": "file_ref", "path": attachment.shown, "action": "read", "diff": None})
     return parts
 
 
-def resolve_attachment_path(path: str, root: str) -> str:
-    return path if os.path.isabs(path) else os.path.normpath(os.path.join(root, path))
+def attachment(path: str, root: str, mime: str | None = None, filename: str | None = None) -> Attachment:
+    """An attachment as legacy kept it: its path shown as given (a relative one, a ``file://`` URL),
+    while the bridge reads, and the agent is sent, the absolute path it means (relative ones from
+    ``root``; ACP file URIs are absolute)."""
+    local = unquote(path.removeprefix("file://")) if path.startswith("file://") else path
+    absolute = local if os.path.isabs(local) else os.path.normpath(os.path.join(root, local))
+    return Attachment(absolute, mime, filename, given=None if absolute == path else path)

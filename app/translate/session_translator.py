@@ -226,14 +226,19 @@ class SessionTranslator:
 
     def turn_ended(self, turn_id: str, metadata: dict[str, Any], raw: Any) -> list[EventDraft]:
         """What ends the turn: open items completed, then turn.ended, or the agent's session.ended
-        when the prompt result asks for one (legacy: no turn.ended follows a session.ended)."""
+        when the prompt result asks for one (legacy: no turn.ended follows a session.ended), or
+        nothing more when it asks for no turn.ended."""
         out = self.flush()
         self.messages.user_echo = None
         ended = extensions.session_end(metadata.get("meta"), metadata.get("stopReason"), raw)
         if ended is not None:
             out.append(ended)
             return out
-        data = {"phase": "ended", "turn_id": turn_id, "metadata": metadata}
+        if extensions.turn_end_omitted(metadata.get("meta")):
+            return out
+        # The prompt result's own `_meta` stays in raw (the response), with ACP's other extras.
+        shown = {key: value for key, value in metadata.items() if key != "meta"}
+        data = {"phase": "ended", "turn_id": turn_id, "metadata": shown}
         out.append(EventDraft(TURN_ENDED, data, synthetic=True, raw=raw))
         return out
 

@@ -64,3 +64,25 @@ def test_static_files_are_package_data() -> None:
     for path in files:
         relative = path.relative_to(STATIC_DIR.parent)
         assert any(relative.match(pattern) for pattern in patterns), relative
+
+
+HTML_SINKS = (
+    "innerHTML",
+    "outerHTML =",
+    "insertAdjacentHTML",
+    "DOMParser",
+    "document.write",
+    "createContextualFragment",
+    "srcdoc",
+    "parseHTMLUnsafe",
+    "setHTMLUnsafe",
+)
+
+
+def test_the_page_never_parses_html(secured: Bridge) -> None:
+    """Text is set as text: no HTML sink in the page's code, and the browser is told to refuse them."""
+    for path in STATIC_DIR.glob("*.js"):
+        source = path.read_text()
+        assert not [sink for sink in HTML_SINKS if sink in source], path.name
+    csp = httpx.get(secured.url + "/ui/").headers["content-security-policy"]
+    assert "require-trusted-types-for 'script'" in csp and "trusted-types 'none'" in csp

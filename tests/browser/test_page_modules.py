@@ -66,8 +66,21 @@ TIMELINE = """async () => {
   steps.push(apply("permission.resolved", { permission_id: "p1", action: "edit", status: "accept" }));
   steps.push(apply("turn.ended", { turn_id: "t1" }));
   const state3 = timeline.state;
+  // A turn that ends asking (legacy's mock: no turn.ended): idle once answered ...
+  apply("turn.started", { turn_id: "t2" });
+  apply("permission.requested", { permission_id: "p2", action: "edit", status: "requested" });
+  apply("permission.resolved", { permission_id: "p2", action: "edit", status: "accept" });
+  const state4 = timeline.state;
+  // ... and running again when the agent goes on after the reply.
+  apply("turn.started", { turn_id: "t3" });
+  apply("permission.requested", { permission_id: "p3", action: "edit", status: "requested" });
+  apply("permission.resolved", { permission_id: "p3", action: "edit", status: "accept" });
+  apply("item.started", { item: item("z", "in_progress", []) });
+  const state5 = timeline.state;
+  apply("turn.ended", { turn_id: "t3" });
+  const state6 = timeline.state;
   const reasoningOpen = container.querySelector("details.reasoning").open;
-  return { steps, states: [state1, state2, state3], reasoningOpen };
+  return { steps, states: [state1, state2, state3, state4, state5, state6], reasoningOpen };
 }"""
 
 
@@ -98,7 +111,7 @@ def test_conversation_from_deltas_and_items(ui: Page, bridge: Bridge) -> None:
     assert [s[0] for s in steps[8]] == ["message", "message", "tool_call", "tool_result", "message"]
     assert steps[8][3][2].endswith("done")
     assert steps[10][-1][0] == "permission.resolved"
-    assert result["states"] == ["running", "waiting for you", "idle"]
+    assert result["states"] == ["running", "waiting for you", "idle", "idle", "running", "idle"]
     assert not ui.console.errors
 
 

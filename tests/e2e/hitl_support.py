@@ -16,7 +16,7 @@ from app.events.store import MemoryEventStore
 from app.sessions.client_services import ClientServices
 from app.sessions.manager import SessionManager
 from app.settings import Settings
-from tests.support import PROBES, Bridge, start_bridge, wait_for_events, wait_until
+from tests.support import PROBES, Bridge, send, start_bridge, until_type, wait_for_events, wait_until
 
 PROBE = PROBES / "hitl_agent.py"
 ALL_KINDS = [
@@ -125,3 +125,18 @@ def assistant_texts(evs: list[dict[str, Any]]) -> list[str]:
         for part in e["data"]["item"]["content"]
         if part["type"] == "text"
     ]
+
+
+OK_PROMPT = "Reply with exactly the single word OK."
+
+
+def after_next_turn(client: httpx.Client, sid: str, offset: int) -> list[dict[str, Any]]:
+    """Every event after ``offset`` through the end of one more (OK) turn: what a reply left in the
+    log shows up before that turn's turn.started, without waiting for nothing to happen."""
+    send(client, sid, OK_PROMPT)
+    return wait_for_events(client, sid, until_type("turn.ended"), offset=offset)
+
+
+def before_next_turn(evs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    starts = [i for i, e in enumerate(evs) if e["type"] == "turn.started"]
+    return evs[: starts[-1]] if starts else evs

@@ -130,7 +130,7 @@ def test_generated_client_drives_a_mock_session(generated: tuple[Bridge, ModuleT
         body=m.PermissionReplyRequest(reply=m.PermissionReply.ONCE),
     )
     assert reply.status_code == 204
-    resolved = wait_events(bridge, client, "gen", "turn.ended", offset=asked.sequence)
+    resolved = wait_events(bridge, client, "gen", "permission.resolved", offset=asked.sequence)
     assert "permission.resolved" in [e.type_.value for e in resolved]
 
     # fs: a tar upload (the legacy document's octet-stream body), then the files read back

@@ -335,10 +335,15 @@ def test_messages_stream_with_include_raw(client: httpx.Client) -> None:
 def test_attachments_reach_the_mock_as_legacy_text(client: httpx.Client) -> None:
     """Legacy §3.8: the mock saw `message + "\\n\\nAttachments:\\n- <path>\\n"...`, in its user item too."""
     create_session(client, "rich-attach")
-    attachments = [{"path": "/tmp/shot.png", "mime": "image/png"}, {"path": "/srv/notes.txt"}]
+    # Paths as given: absolute, relative (legacy did not make it absolute), a file URL.
+    attachments = [
+        {"path": "/tmp/shot.png", "mime": "image/png"},
+        {"path": "docs/notes.txt"},
+        {"path": "file:///srv/notes.txt"},
+    ]
     send(client, "rich-attach", "hello", attachments=attachments)
     evs = wait_for_events(client, "rich-attach", lambda e: e[-1]["type"] in DONE and len(e) > 2)
-    combined = "hello\n\nAttachments:\n- /tmp/shot.png\n- /srv/notes.txt"
+    combined = "hello\n\nAttachments:\n- /tmp/shot.png\n- docs/notes.txt\n- file:///srv/notes.txt"
     done = [e["data"]["item"] for e in evs if e["type"] == "item.completed"]
     assert [(i["native_item_id"], i["content"]) for i in done] == [
         ("mock_1_user", [{"type": "text", "text": combined}]),

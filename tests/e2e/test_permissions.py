@@ -11,7 +11,9 @@ import pytest
 
 from tests.e2e.hitl_support import (
     ALL_KINDS,
+    after_next_turn,
     assistant_texts,
+    before_next_turn,
     hitl_bridge,
     in_process_manager,
     of_type,
@@ -47,10 +49,22 @@ def probe(hitl_probe: Bridge) -> Bridge:
 
 
 # ---- legacy checklist (mock agent) ----------------------------------------------------------------
+OK_TURN = [
+    "turn.started",
+    "item.started",
+    "item.completed",
+    "item.started",
+    "item.delta",
+    "item.completed",
+    "turn.ended",
+]
+LEGACY_METADATA = {"codexRequestKind": "commandExecution", "command": "ls"}
+
+
 def test_permission_flow_in_plan_mode(client: httpx.Client) -> None:
     create_session(client, "perm-plan", permissionMode="plan")
     send(client, "perm-plan", LIST_FILES)
-    evs = wait_count(client, "perm-plan", "permission.requested")
+    evs = wait_count(client, "perm-plan", "permission.requested", include_raw=True)
     assert types(evs) == [
         "session.started",
         "turn.started",
@@ -62,13 +76,15 @@ def test_permission_flow_in_plan_mode(client: httpx.Client) -> None:
     assert requested["synthetic"] is False and requested["source"] == "agent"
     data = requested["data"]
     assert list(data) == PERMISSION_KEYS
-    assert data["permission_id"] == "mock_1_permission"
-    assert data["action"] == "command_execution"
-    assert data["status"] == "requested"
-    assert data["metadata"]["codexRequestKind"] == "commandExecution"
-    assert data["metadata"]["command"] == "ls"
-    assert data["metadata"]["toolCall"]["toolCallId"] == "mock_1_permission"
-    assert [o["kind"] for o in data["metadata"]["options"]] == [
+    # Exactly the legacy event (behavior §5.7); ACP's tool call and options are in raw only.
+    assert data == {
+        "permission_id": "mock_1_permission",
+        "action": "command_execution",
+        "status": "requested",
+        "metadata": LEGACY_METADATA,
+    }
+    assert requested["raw"]["params"]["toolCall"]["toolCallId"] == "mock_1_permission"
+    assert [o["kind"] for o in requested["raw"]["params"]["options"]] == [
         "allow_once",
         "allow_always",
         "reject_once",
@@ -88,66 +104,83 @@ def test_permission_flow_in_plan_mode(client: httpx.Client) -> None:
     assert again.status_code == 400
     assert again.json()["detail"] == "invalid request: unknown permission id: mock_1_permission"
 
-    evs = wait_for_events(client, "perm-plan", until_type("turn.ended"), offset=requested["sequence"])
-    assert types(evs) == ["permission.resolved", "item.started", "item.delta", "item.completed", "turn.ended"]
+    # Legacy §10.3: the reply records the resolution and nothing more (no message, no turn.ended).
+    evs = after_next_turn(client, "perm-plan", requested["sequence"])
+    assert types(before_next_turn(evs)) == ["permission.resolved"]
     resolved = evs[0]
     assert resolved["synthetic"] is True and resolved["source"] == "daemon"
     assert resolved["data"] == {**data, "status": "accept"}
-    assert assistant_texts(evs) == ["Permission mock_1_permission: granted once (allow-once)."]
-    assert evs[-1]["data"]["metadata"]["stopReason"] == "end_turn"
+    assert assistant_texts(evs) == ["OK"]
+    raw = of_type(events(client, "perm-plan", include_raw="true"), "permission.resolved")[0]["raw"]
+    assert raw["result"] == {"outcome": {"outcome": "selected", "optionId": "allow-once"}}
 
 
 def test_reply_always_auto_approves_the_next_identical_request(client: httpx.Client) -> None:
     create_session(client, "perm-always", permissionMode="plan")
     send(client, "perm-always", LIST_FILES)
-    wait_count(client, "perm-always", "permission.requested")
+    first = wait_count(client, "perm-always", "permission.requested")
     assert reply_permission(client, "perm-always", "mock_1_permission", "always").status_code == 204
-    first = wait_for_events(client, "perm-always", until_type("turn.ended"))
-    resolved = of_type(first, "permission.resolved")
+    resolved = wait_count(client, "perm-always", "permission.resolved", offset=first[-1]["sequence"])
     assert [r["data"]["status"] for r in resolved] == ["accept_for_session"]
-    assert assistant_texts(first) == ["Permission mock_1_permission: granted for the session (allow-always)."]
 
     send(client, "perm-always", LIST_FILES)
-    second = wait_for_events(client, "perm-always", until_type("turn.ended"), offset=first[-1]["sequence"])
-    assert types(second)[3:6] == ["permission.requested", "permission.resolved", "item.started"]
+    second = wait_count(client, "perm-always", "permission.resolved", offset=resolved[-1]["sequence"])
+    assert types(second) == [
+        "turn.started",
+        "item.started",
+        "item.completed",
+        "permission.requested",
+        "permission.resolved",
+    ]
     requested, auto = second[3], second[4]
     assert requested["data"]["permission_id"] == "mock_2_permission"
     assert auto["synthetic"] is True
     assert auto["data"] == {**requested["data"], "status": "accept_for_session"}
-    assert assistant_texts(second) == ["Permission mock_2_permission: granted for the session (allow-always)."]
     # Answered already: nothing to reply to.
     assert reply_permission(client, "perm-always", "mock_2_permission", "once").status_code == 400
 
 
-def test_permission_command_asks_twice_at_once_and_replies_any_order(client: httpx.Client) -> None:
+def test_permission_command_asks_twice_and_replies_any_order(client: httpx.Client) -> None:
     create_session(client, "perm-two")
     send(client, "perm-two", "permission")
     evs = wait_count(client, "perm-two", "permission.requested", 2)
-    requested = {e["data"]["permission_id"]: e["data"] for e in of_type(evs, "permission.requested")}
-    assert requested["mock_1_permission"]["action"] == "command_execution"
-    assert requested["mock_1_permission"]["metadata"]["command"] == "echo mock"
-    denied = requested["mock_1_permission_denied"]
-    assert denied["action"] == "file_change"
-    assert denied["metadata"]["codexRequestKind"] == "fileChange"
-    assert denied["metadata"]["path"] == "mock_1/deny.txt"
+    assert [e["data"] for e in of_type(evs, "permission.requested")] == [
+        {
+            "permission_id": "mock_1_permission",
+            "action": "command_execution",
+            "status": "requested",
+            "metadata": {"codexRequestKind": "commandExecution", "command": "echo mock"},
+        },
+        {
+            "permission_id": "mock_1_permission_denied",
+            "action": "file_change",
+            "status": "requested",
+            "metadata": {"codexRequestKind": "fileChange", "path": "mock_1/deny.txt"},
+        },
+    ]
     assert reply_permission(client, "perm-two", "mock_1_permission_denied", "reject").status_code == 204
     assert reply_permission(client, "perm-two", "mock_1_permission", "once").status_code == 204
-    evs = wait_for_events(client, "perm-two", until_type("turn.ended"))
-    resolved = [(e["data"]["permission_id"], e["data"]["status"]) for e in of_type(evs, "permission.resolved")]
+    rest = before_next_turn(after_next_turn(client, "perm-two", evs[-1]["sequence"]))
+    resolved = [(e["data"]["permission_id"], e["data"]["status"]) for e in rest]
     assert resolved == [("mock_1_permission_denied", "reject"), ("mock_1_permission", "accept")]
-    assert assistant_texts(evs) == [
-        "Permission mock_1_permission: granted once (allow-once).\n"
-        "Permission mock_1_permission_denied: rejected (reject-once)."
-    ]
+    assert types(rest) == ["permission.resolved"] * 2
 
 
-def test_bypass_approves_without_asking_and_still_logs(client: httpx.Client) -> None:
-    create_session(client, "perm-bypass", permissionMode="bypass")
-    send(client, "perm-bypass", LIST_FILES)
-    evs = wait_for_events(client, "perm-bypass", until_type("turn.ended"))
-    assert types(evs)[4:6] == ["permission.requested", "permission.resolved"]
-    assert evs[5]["data"]["status"] == "accept"
-    assert assistant_texts(evs) == ["Permission mock_1_permission: granted once (allow-once)."]
+@pytest.mark.parametrize("mode", ["default", "plan", "bypass", "acceptEdits"])
+def test_the_mock_asks_in_every_permission_mode(client: httpx.Client, mode: str) -> None:
+    """Legacy's mock asked in bypass too (bypass was the real agents' own business), and a message
+    sent while its requests wait is taken at once: the mock's turn ended when it asked."""
+    sid = f"perm-mode-{mode}"
+    create_session(client, sid, permissionMode=mode)
+    send(client, sid, LIST_FILES)
+    evs = wait_count(client, sid, "permission.requested")
+    assert types(evs)[-1] == "permission.requested"
+    nxt = after_next_turn(client, sid, evs[-1]["sequence"])
+    assert types(nxt) == OK_TURN
+    assert assistant_texts(nxt) == ["OK"]
+    assert reply_permission(client, sid, "mock_1_permission", "reject").status_code == 204
+    resolved = wait_count(client, sid, "permission.resolved", offset=nxt[-1]["sequence"])
+    assert [e["data"]["status"] for e in resolved] == ["reject"]
 
 
 def test_messages_stream_closes_at_permission_requested(client: httpx.Client) -> None:
@@ -157,26 +190,22 @@ def test_messages_stream_closes_at_permission_requested(client: httpx.Client) ->
         got = list(iter_sse(r))
     assert types(got) == ["turn.started", "item.started", "item.completed", "permission.requested"]
     assert reply_permission(client, "perm-stream", "mock_1_permission", "reject").status_code == 204
-    rest = wait_for_events(client, "perm-stream", until_type("turn.ended"), offset=got[-1]["sequence"])
-    assert rest[0]["type"] == "permission.resolved" and rest[0]["data"]["status"] == "reject"
-    assert assistant_texts(rest) == ["Permission mock_1_permission: rejected (reject-once)."]
+    rest = before_next_turn(after_next_turn(client, "perm-stream", got[-1]["sequence"]))
+    assert types(rest) == ["permission.resolved"] and rest[0]["data"]["status"] == "reject"
 
 
-def test_bash_prompt_runs_the_tool_after_the_grant(client: httpx.Client) -> None:
-    from app.agents.mock import commands  # noqa: F401  (registers every mock command)
-    from app.agents.mock.script import COMMANDS
-
+def test_bash_prompt_asks_then_runs_the_tool_without_waiting(client: httpx.Client) -> None:
+    """Legacy: the request, then the tool sequence at once, then turn.ended; the request stays
+    pending after the turn."""
     create_session(client, "perm-bash", permissionMode="plan")
     send(client, "perm-bash", BASH)
-    wait_count(client, "perm-bash", "permission.requested")
-    assert reply_permission(client, "perm-bash", "mock_1_permission", "once").status_code == 204
     evs = wait_for_events(client, "perm-bash", until_type("turn.ended"))
-    assert of_type(evs, "permission.resolved")[0]["data"]["status"] == "accept"
-    if "tool" in COMMANDS:
-        kinds = {e["data"]["item"]["kind"] for e in of_type(evs, "item.completed")}
-        assert {"tool_call", "tool_result"} <= kinds
-    else:
-        assert assistant_texts(evs) == ["Permission mock_1_permission: granted once (allow-once)."]
+    assert types(evs)[4] == "permission.requested"
+    kinds = [e["data"]["item"]["kind"] for e in of_type(evs, "item.completed")]
+    assert kinds == ["message", "tool_call", "tool_result"]
+    assert reply_permission(client, "perm-bash", "mock_1_permission", "once").status_code == 204
+    resolved = wait_count(client, "perm-bash", "permission.resolved", offset=evs[-1]["sequence"])
+    assert resolved[0]["data"]["status"] == "accept"
 
 
 def test_reply_errors_in_legacy_order(client: httpx.Client) -> None:
@@ -234,6 +263,28 @@ def test_options_are_chosen_by_kind_and_replies_come_in_any_order(probe: Bridge)
         evs = wait_for_events(c, "tricky", until_type("turn.ended"))
         resolved = [(e["data"]["permission_id"], e["data"]["status"]) for e in of_type(evs, "permission.resolved")]
         assert resolved == [("my-perm", "reject"), ("tc-dup", "accept"), ("tc-dup_2", "accept_for_session")]
+
+
+def test_a_message_while_the_turn_waits_for_a_person_is_refused(probe: Bridge) -> None:
+    """Each turn's events stay together: a message is refused, saying why, while the running turn
+    waits for a reply, and taken again once it is answered."""
+    with probe.client() as c:
+        create_session(c, "busy", agent="hitl")
+        send(c, "busy", script(requests=[permission("tc-busy", rawInput={"command": "ls"})]))
+        evs = wait_count(c, "busy", "permission.requested")
+        refused = c.post("/v1/sessions/busy/messages", json={"message": "hello"})
+        assert refused.status_code == 400
+        assert refused.json()["detail"] == (
+            "invalid request: turn_1 is waiting for a reply to permission tc-busy; answer it, then send the message"
+        )
+        with c.stream("POST", "/v1/sessions/busy/messages/stream", json={"message": "hello"}) as r:
+            assert r.status_code == 400
+        assert events(c, "busy", offset=evs[-1]["sequence"]) == []
+        assert reply_permission(c, "busy", "tc-busy", "once").status_code == 204
+        done = wait_for_events(c, "busy", until_type("turn.ended"), offset=evs[-1]["sequence"])
+        send(c, "busy", script())
+        rest = wait_for_events(c, "busy", until_type("turn.ended"), offset=done[-1]["sequence"])
+        assert types(rest)[0] == "turn.started" and rest[0]["data"]["turn_id"] == "turn_2"
 
 
 def test_missing_kinds_fall_back(probe: Bridge) -> None:

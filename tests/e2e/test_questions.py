@@ -9,7 +9,8 @@ import httpx
 import pytest
 
 from tests.e2e.hitl_support import (
-    assistant_texts,
+    after_next_turn,
+    before_next_turn,
     of_type,
     probe_answers,
     probe_log,
@@ -76,18 +77,19 @@ def test_question_command_reply_and_reject(client: httpx.Client) -> None:
         },
     ]
     assert all(e["synthetic"] is False for e in of_type(evs, "question.requested"))
+    assert "turn.ended" not in types(evs)  # legacy: a script that ends asking records none
     assert reject_question(client, "q-two", "mock_1_question_reject").status_code == 204
     assert reply_question(client, "q-two", "mock_1_question", [["Red"]]).status_code == 204
-    evs = wait_for_events(client, "q-two", until_type("turn.ended"))
-    resolved = of_type(evs, "question.resolved")
+    # Legacy §10.3: the replies record the resolutions and nothing more.
+    resolved = before_next_turn(after_next_turn(client, "q-two", evs[-1]["sequence"]))
+    assert types(resolved) == ["question.resolved"] * 2
     assert all(e["synthetic"] is True and e["source"] == "daemon" for e in resolved)
     assert [e["data"] for e in resolved] == [
         {**requested[1], "status": "rejected"},
         {**requested[0], "response": "Red", "status": "answered"},
     ]
-    assert assistant_texts(evs) == [
-        'Question mock_1_question: answered {"answer": "red"}.\nQuestion mock_1_question_reject: declined.'
-    ]
+    raws = [e["raw"]["result"] for e in of_type(events(client, "q-two", include_raw="true"), "question.resolved")]
+    assert raws == [{"action": "decline"}, {"action": "accept", "content": {"answer": "red"}}]
 
 
 @pytest.mark.parametrize("prompt", ASK_PROMPTS)
@@ -105,10 +107,9 @@ def test_ask_user_question_prompts(client: httpx.Client, prompt: str) -> None:
         "status": "requested",
     }
     assert reply_question(client, sid, "mock_1_question", [["Yes"]]).status_code == 204
-    evs = wait_for_events(client, sid, until_type("turn.ended"), offset=got[-1]["sequence"])
-    assert evs[0]["type"] == "question.resolved"
+    evs = before_next_turn(after_next_turn(client, sid, got[-1]["sequence"]))
+    assert types(evs) == ["question.resolved"]
     assert evs[0]["data"]["response"] == "Yes" and evs[0]["data"]["status"] == "answered"
-    assert assistant_texts(evs) == ['Question mock_1_question: answered {"answer": "Yes"}.']
 
 
 def test_unknown_question_ids(client: httpx.Client) -> None:
@@ -137,7 +138,7 @@ def test_the_requested_schema_is_in_raw(client: httpx.Client) -> None:
     assert raw["method"] == "elicitation/create"
     assert raw["params"]["requestedSchema"]["properties"]["answer"]["enum"] == ["Yes", "No"]
     assert reject_question(client, "q-raw", "mock_1_question").status_code == 204
-    wait_for_events(client, "q-raw", until_type("turn.ended"))
+    wait_count(client, "q-raw", "question.resolved")
     resolved = of_type(events(client, "q-raw", include_raw="true"), "question.resolved")[0]
     assert resolved["raw"]["result"] == {"action": "decline"}
 

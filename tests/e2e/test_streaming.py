@@ -369,13 +369,14 @@ def test_messages_stream_closes_at_session_ended(sclient: httpx.Client) -> None:
     assert evs[-1]["data"] == {"reason": "terminated", "terminated_by": "daemon"}
 
 
-def test_messages_stream_sent_during_a_turn_streams_its_own_turn(sclient: httpx.Client) -> None:
-    """A message sent while a turn waits on permissions is queued; its stream skips the end of the
-    running turn and follows its own, from its turn.started to its turn.ended."""
+def test_messages_stream_sent_during_a_turn_streams_its_own_turn(sclient: httpx.Client, tmp_path: Path) -> None:
+    """A message sent while a turn runs is queued; its stream skips the end of the running turn and
+    follows its own, from its turn.started to its turn.ended."""
     sid = "st-queued"
+    gate = tmp_path / "gate"
     create_session(sclient, sid)
-    send(sclient, sid, "permission")
-    asked = wait_for_events(sclient, sid, until_type("permission.requested", 2))
+    send(sclient, sid, f"run --timeout=30 while [ ! -e {gate} ]; do sleep 0.02; done")
+    wait_for_events(sclient, sid, until_type("item.started", 2))  # the user's item, then the tool call
     result: dict[str, Any] = {}
     accepted = threading.Event()
 
@@ -389,19 +390,34 @@ def test_messages_stream_sent_during_a_turn_streams_its_own_turn(sclient: httpx.
     thread = threading.Thread(target=stream)
     thread.start()
     assert accepted.wait(10)
-    for event in asked:
-        if event["type"] == "permission.requested":
-            pid = event["data"]["permission_id"]
-            reply = sclient.post(f"/v1/sessions/{sid}/permissions/{pid}/reply", json={"reply": "once"})
-            assert reply.status_code == 204
+    gate.touch()
     thread.join(30)
     assert not thread.is_alive() and result["status"] == 200
     evs = result["events"]
     assert evs[0]["type"] == "turn.started" and evs[0]["data"]["turn_id"] == "turn_2"
     assert evs[-1]["type"] == "turn.ended" and evs[-1]["data"]["turn_id"] == "turn_2"
-    assert "permission.resolved" not in types(evs)  # the first turn's end is not in this stream
     items = [e["data"]["item"]["native_item_id"] for e in evs if e["type"] == "item.completed"]
-    assert items == ["mock_2_user", "mock_2_ok"]
+    assert items == ["mock_2_user", "mock_2_ok"]  # the first turn's end is not in this stream
+
+
+def test_a_message_while_the_mock_asks_is_taken_at_once(sclient: httpx.Client) -> None:
+    """Legacy's mock ended its turn when it asked: a message sent while its requests wait starts
+    its own turn at once, and the requests stay pending."""
+    sid = "st-asks"
+    create_session(sclient, sid)
+    send(sclient, sid, "permission")
+    asked = wait_for_events(sclient, sid, until_type("permission.requested", 2))
+    with sclient.stream("POST", f"/v1/sessions/{sid}/messages/stream", json={"message": OK_PROMPT}) as response:
+        assert response.status_code == 200
+        evs = parse_sse_frames(response.read().decode())
+    assert types(evs)[0] == "turn.started" and evs[0]["data"]["turn_id"] == "turn_2"
+    assert types(evs)[-1] == "turn.ended"
+    for event in asked:
+        if event["type"] == "permission.requested":
+            pid = event["data"]["permission_id"]
+            assert (
+                sclient.post(f"/v1/sessions/{sid}/permissions/{pid}/reply", json={"reply": "once"}).status_code == 204
+            )
 
 
 def test_messages_stream_closes_when_the_agent_dies(sclient: httpx.Client) -> None:

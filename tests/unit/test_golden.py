@@ -24,6 +24,7 @@ from tests.golden.harness import (
     style_for,
     summarize,
 )
+from tests.support import ROOT
 
 REGEN = "run `.venv/bin/python -m tests.golden.regen` and review the diff"
 
@@ -98,3 +99,49 @@ def test_every_recorded_message_is_accounted_for() -> None:
             ):
                 continue  # kept as session state
             assert id(msg) in sources, f"{transcript.name}: {kind} gave no event"
+
+
+# ---- only legacy keys ------------------------------------------------------------------------------
+CONTRACT = json.loads((ROOT / "openapi" / "openapi.json").read_text())["components"]["schemas"]
+DATA_SCHEMA = {
+    "session.started": "SessionStartedData",
+    "session.ended": "SessionEndedData",
+    "turn.started": "TurnEventData",
+    "turn.ended": "TurnEventData",
+    "item.started": "ItemEventData",
+    "item.completed": "ItemEventData",
+    "item.delta": "ItemDeltaData",
+    "error": "ErrorData",
+    "permission.requested": "PermissionEventData",
+    "permission.resolved": "PermissionEventData",
+    "question.requested": "QuestionEventData",
+    "question.resolved": "QuestionEventData",
+    "agent.unparsed": "AgentUnparsedData",
+}
+PART_KEYS = {
+    part["properties"]["type"]["enum"][0]: set(part["properties"]) for part in CONTRACT["ContentPart"]["oneOf"]
+}
+# What the bridge adds inside a legacy value, documented (README): the stop reason of a turn.
+TURN_METADATA = {"stopReason"}
+
+
+def legacy_key_problems(drafts: list[EventDraft]) -> list[str]:
+    """Keys no legacy client knows, inside the event data (ACP's extras belong in raw)."""
+    problems = []
+    for draft in drafts:
+        known = set(CONTRACT[DATA_SCHEMA[draft.type]]["properties"])
+        problems += [f"{draft.type}: {key}" for key in set(draft.data) - known]
+        item = draft.data.get("item")
+        if isinstance(item, dict):
+            problems += [f"item: {key}" for key in set(item) - set(CONTRACT["UniversalItem"]["properties"])]
+            for part in item.get("content", []):
+                extra = set(part) - PART_KEYS.get(part.get("type"), set())
+                problems += [f"{part.get('type')} part: {key}" for key in extra]
+        if draft.type == "turn.ended":
+            problems += [f"turn.ended metadata: {key}" for key in set(draft.data["metadata"]) - TURN_METADATA]
+    return problems
+
+
+@pytest.mark.parametrize("transcript", project_transcripts() + SHARED, ids=lambda p: p.name)
+def test_events_hold_only_legacy_keys(transcript: Path) -> None:
+    assert legacy_key_problems(replay(load(transcript), style_for(transcript))) == []

@@ -109,14 +109,27 @@ def test_permission_info_reads_the_request_and_the_remembered_tool_call() -> Non
     info = permission_info(params, memory.get("t1"))
     assert info.action == "Bash"
     assert info.candidates == ("t1",)
-    assert info.metadata["toolName"] == "Bash"
-    assert info.metadata["command"] == "ls -l"
-    assert info.metadata["title"] == "`ls -l`"
-    assert info.metadata["kind"] == "execute"
-    assert info.metadata["toolCall"] == params["toolCall"]
-    assert info.metadata["options"] == ALL
+    # What legacy clients read of a tool, nothing of ACP's (the tool call and options are in raw).
+    assert info.metadata == {"toolName": "Bash", "command": "ls -l", "input": {"command": ["ls", "-l"]}}
+    assert info.options == ALL
     assert not info.file_change
     assert info.cache_keys == {"Bash", "bash"}
+    # In the shapes legacy gave for claude and codex.
+    claude = permission_info(params, memory.get("t1"), metadata_style="claude")
+    assert claude.metadata == {
+        "toolName": "Bash",
+        "input": {"command": ["ls", "-l"]},
+        "permissionSuggestions": None,
+        "blockedPath": None,
+    }
+    codex = permission_info(
+        {"toolCall": {"toolCallId": "c1", "kind": "execute", "rawInput": {"command": ["ls"]}}},
+        kind_actions={"execute": "commandExecution"},
+        metadata_style="codex",
+    )
+    assert codex.action == "commandExecution"
+    assert codex.metadata == {"codexRequestKind": "commandExecution", "command": "ls"}
+    assert codex.cache_keys == {"commandExecution", "commandexecution"}
 
 
 def test_permission_info_explicit_meta_and_file_changes() -> None:
@@ -133,9 +146,11 @@ def test_permission_info_explicit_meta_and_file_changes() -> None:
     info = permission_info(params)
     assert info.action == "file_change"
     assert info.candidates == ("p-9", "t2")
-    assert list(info.metadata)[:2] == ["codexRequestKind", "path"]
-    assert info.metadata["path"] == "/w/a.txt"
+    assert info.metadata == {"codexRequestKind": "fileChange"}  # exactly what the agent gave
     assert info.file_change
+    assert permission_info(
+        {"toolCall": {"toolCallId": "t2", "kind": "edit", "locations": [{"path": "/w/a.txt"}]}}
+    ).metadata == {"path": "/w/a.txt"}
     bare = permission_info({"toolCall": {"toolCallId": "t3", "name": "write_file"}})
     assert bare.action == "write_file"
     assert permission_info({}).action == "other"
@@ -242,7 +257,7 @@ def test_real_agent_permission_requests_from_transcripts() -> None:
                 seen.setdefault(name, []).append((info.action, info.metadata, picks))
     claude = seen["claude-code"]
     assert [action for action, _, _ in claude] == ["Write", "Edit", "Bash"]
-    assert claude[0][1]["path"].endswith("/ws/hello.txt") and claude[0][1]["kind"] == "edit"
+    assert claude[0][1]["path"].endswith("/ws/hello.txt") and "kind" not in claude[0][1]
     assert claude[2][1]["command"] == "echo fake-shell-ok" and claude[2][1]["toolName"] == "Bash"
     assert {tuple(p) for _, _, p in claude} == {("allow", "allow_always", "reject")}
     assert [action for action, _, _ in seen["opencode"]] == ["edit", "edit", "execute"]

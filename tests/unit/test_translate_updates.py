@@ -304,3 +304,14 @@ def test_the_mock_user_item_is_the_legacy_one() -> None:
     default.turn_started("turn_1", "", [], raw=None)
     mine = default.turn_started("turn_2", " hi ", [], raw=None)[1].data["item"]
     assert mine["native_item_id"] == "user_1" and mine["content"] == [{"type": "text", "text": " hi "}]
+
+
+def test_a_prompt_result_may_ask_for_no_turn_ended() -> None:
+    """Legacy's mock recorded no turn.ended when its script ended asking a person."""
+    t = SessionTranslator()
+    feed(t, text_chunk("asking", "m"))
+    out = end_turn(t, meta={"sandbox-agent/turnEnded": False})
+    assert types(out) == ["item.completed"]
+    ended = end_turn(t, meta={"sandbox-agent/turnEnded": True, "quota": {"tokens": 3}})
+    assert types(ended) == ["turn.ended"]
+    assert "meta" not in ended[0].data["metadata"]  # the result's own _meta stays in raw

@@ -22,13 +22,20 @@ def prompt_text(blocks: list[dict[str, Any]]) -> str:
     """The prompt as the legacy mock saw it: the text, then its attachments listed (behavior §3.8)."""
     text = "".join(block.get("text", "") for block in blocks if block.get("type") == "text")
     paths = [
-        unquote(block["uri"].removeprefix("file://"))
+        _given_path(block)
         for block in blocks
         if block.get("type") in ("resource_link", "image") and isinstance(block.get("uri"), str)
     ]
     if paths:
         text += "\n\nAttachments:\n" + "".join(f"- {path}\n" for path in paths)
     return text
+
+
+def _given_path(block: dict[str, Any]) -> str:
+    """The path as the client gave it (the bridge's ``_meta``), else the file URI's path."""
+    meta = block.get("_meta")
+    given = meta.get("sandbox-agent/path") if isinstance(meta, dict) else None
+    return given if isinstance(given, str) else unquote(block["uri"].removeprefix("file://"))
 
 
 PROTOCOL_VERSION = 1
@@ -114,6 +121,8 @@ class MockAgent:
                 return
             if is_request:
                 await self.send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+            if method == "session/prompt":
+                await self._after_prompt(params.get("sessionId", ""))
         except (ConnectionError, OSError):
             os._exit(0)  # the client went away: nothing left to talk to
 
@@ -231,9 +240,18 @@ class MockAgent:
             memory.remember_reply(session, ctx.message, "".join(session.pop("reply", [])))
         if session_id in self._cancelled:
             return {"stopReason": "cancelled"}
+        session["after"] = ctx
         if ctx.result_meta:
             return {"stopReason": ctx.stop_reason, "_meta": ctx.result_meta}
         return {"stopReason": ctx.stop_reason}
+
+    async def _after_prompt(self, session_id: str) -> None:
+        """What the script sends once its turn is over (requests left pending for a person)."""
+        session = self._sessions.get(session_id)
+        ctx = session.pop("after", None) if session is not None else None
+        if ctx is not None:
+            for step in ctx.after_reply:
+                await self.run_step(session_id, step, ctx)
 
     async def run_step(self, session_id: str, step: Step, ctx: Context) -> None:
         if "update" in step:

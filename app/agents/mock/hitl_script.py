@@ -1,6 +1,8 @@
 """Mock scripts that ask a person (behavior §10.2): permission requests and questions as real ACP
-requests. Where the legacy script asks twice, both requests are sent at once and are pending together.
-After the answers the mock says what it was granted or told, and the turn ends.
+requests. As legacy's mock, it sends them and goes on without waiting: they stay pending until a person
+answers, the answers change nothing in the script, and a script whose last event asks a person ends its
+turn without a turn.ended (``_meta["sandbox-agent/turnEnded"]: false`` on the prompt result), its
+requests sent right after that answer.
 
 Permission ids are the legacy ``mock_<n>_permission``/``mock_<n>_permission_denied``, sent as the
 tool call id; the legacy action and metadata travel in ``_meta["sandbox-agent/action"|"metadata"]``.
@@ -10,10 +12,9 @@ Questions use elicitation (form mode) when the client advertises it, else the
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from .script import COMMANDS, Context, Step, command, exact, say
+from .script import COMMANDS, Context, Step, command, exact
 
 OPTIONS = [
     {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
@@ -21,14 +22,8 @@ OPTIONS = [
     {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"},
     {"optionId": "reject-always", "name": "Always reject", "kind": "reject_always"},
 ]
-KIND_BY_OPTION = {option["optionId"]: option["kind"] for option in OPTIONS}
-GRANT_TEXT = {
-    "allow_once": "granted once",
-    "allow_always": "granted for the session",
-    "reject_once": "rejected",
-    "reject_always": "rejected for the session",
-}
 EXTENSION_METHOD = "_sandbox-agent/session/request_question"
+TURN_ENDED = "sandbox-agent/turnEnded"
 
 
 # ---- requests ----------------------------------------------------------------------------------
@@ -46,7 +41,7 @@ def permission_request(
         "options": OPTIONS,
         "_meta": {"sandbox-agent/action": action, "sandbox-agent/metadata": legacy},
     }
-    return {"request": "session/request_permission", "params": params, "save": name}
+    return {"request": "session/request_permission", "params": params, "detach": True}
 
 
 def command_permission(ctx: Context, command_line: str) -> Step:
@@ -88,9 +83,9 @@ def question_request(ctx: Context, name: str, prompt: str, field: dict[str, Any]
             "requestedSchema": {"type": "object", "properties": {"answer": field}, "required": ["answer"]},
             "_meta": {"sandbox-agent/questionId": ctx.id(name)},
         }
-        return {"request": "elicitation/create", "params": params, "save": name}
+        return {"request": "elicitation/create", "params": params, "detach": True}
     params = {"questionId": ctx.id(name), "prompt": prompt, "options": labels}
-    return {"request": EXTENSION_METHOD, "params": params, "save": name}
+    return {"request": EXTENSION_METHOD, "params": params, "detach": True}
 
 
 def yes_no(ctx: Context, name: str, prompt: str) -> Step:
@@ -108,90 +103,45 @@ def color_question(ctx: Context) -> Step:
     return question_request(ctx, "question", "Choose a color", field, ["Red", "Blue"])
 
 
-# ---- what the mock was told ----------------------------------------------------------------------
-def describe_permission(result: Any) -> str:
-    if not isinstance(result, dict):
-        return "no answer"
-    if "_error" in result:
-        return f"failed: {result['_error'].get('message')}"
-    outcome: dict[str, Any] = result["outcome"] if isinstance(result.get("outcome"), dict) else {}
-    if outcome.get("outcome") == "selected":
-        kind = KIND_BY_OPTION.get(str(outcome.get("optionId")), "")
-        return f"{GRANT_TEXT.get(kind, 'unknown option')} ({outcome.get('optionId')})"
-    if outcome.get("outcome") == "cancelled":
-        return "cancelled"
-    return f"unexpected answer {json.dumps(result)}"
-
-
-def describe_question(result: Any) -> str:
-    if not isinstance(result, dict):
-        return "no answer"
-    if "_error" in result:
-        return f"failed: {result['_error'].get('message')}"
-    if "action" in result:  # elicitation
-        if result["action"] == "accept":
-            return f"answered {json.dumps(result.get('content'), sort_keys=True)}"
-        return {"decline": "declined", "cancel": "cancelled"}.get(result["action"], f"unexpected {result['action']}")
-    if result.get("outcome") == "answered":
-        return f"answered {json.dumps(result.get('answers'))}"
-    return str(result.get("outcome", "unexpected answer"))
-
-
-def granted(result: Any) -> bool:
-    outcome = result.get("outcome") if isinstance(result, dict) else None
-    return (
-        isinstance(outcome, dict)
-        and outcome.get("outcome") == "selected"
-        and KIND_BY_OPTION.get(str(outcome.get("optionId")), "").startswith("allow")
-    )
-
-
-def permission_report(ctx: Context, *names: str) -> list[Step]:
-    lines = [f"Permission {ctx.id(name)}: {describe_permission(ctx.saved.get(name))}." for name in names]
-    return say(ctx.id("permission_result"), "\n".join(lines))
-
-
-def question_report(ctx: Context, *names: str) -> list[Step]:
-    lines = [f"Question {ctx.id(name)}: {describe_question(ctx.saved.get(name))}." for name in names]
-    return say(ctx.id("question_result"), "\n".join(lines))
-
-
 # ---- scripts -------------------------------------------------------------------------------------
+def ends_asking(ctx: Context, requests: list[Step]) -> list[Step]:
+    """A script whose last events ask a person: legacy recorded no turn.ended then (behavior §10.1)
+    and its turn was over, so the prompt is answered first and the requests follow, left pending."""
+    ctx.result_meta[TURN_ENDED] = False
+    ctx.after_reply = requests
+    return []
+
+
 def permission_steps(ctx: Context) -> list[Step]:
-    """Both legacy permission requests, pending at once."""
-    return [{"parallel": [command_permission(ctx, "echo mock"), file_change_permission(ctx)]}]
+    """Both legacy permission requests, in order, left pending."""
+    return [command_permission(ctx, "echo mock"), file_change_permission(ctx)]
 
 
 def question_steps(ctx: Context) -> list[Step]:
-    """Both legacy questions, pending at once."""
-    return [{"parallel": [color_question(ctx), yes_no(ctx, "question_reject", "Allow mock experiment?")]}]
+    """Both legacy questions, in order, left pending."""
+    return [color_question(ctx), yes_no(ctx, "question_reject", "Allow mock experiment?")]
 
 
 @command("permission", "permissions")
 def _permissions(ctx: Context) -> list[Step]:
-    return [*permission_steps(ctx), {"call": lambda c: permission_report(c, "permission", "permission_denied")}]
+    return ends_asking(ctx, permission_steps(ctx))
 
 
 @command("question", "questions")
 def _questions(ctx: Context) -> list[Step]:
-    return [*question_steps(ctx), {"call": lambda c: question_report(c, "question", "question_reject")}]
+    return ends_asking(ctx, question_steps(ctx))
 
 
 @exact("List files in the current directory using available tools.")
 def _list_files(ctx: Context) -> list[Step]:
-    return [command_permission(ctx, "ls"), {"call": lambda c: permission_report(c, "permission")}]
-
-
-def _after_bash(ctx: Context) -> list[Step]:
-    tool = COMMANDS.get("tool")
-    if granted(ctx.saved.get("permission")) and tool is not None:
-        return tool(ctx)
-    return permission_report(ctx, "permission")
+    return ends_asking(ctx, [command_permission(ctx, "ls")])
 
 
 @exact("Use the bash tool to run `ls` in the current directory. Do not answer without using the tool.")
 def _bash(ctx: Context) -> list[Step]:
-    return [command_permission(ctx, "ls"), {"call": _after_bash}]
+    # Legacy: the request, then the tool sequence without waiting for the answer, then turn.ended.
+    tool = COMMANDS.get("tool")
+    return [command_permission(ctx, "ls"), *(tool(ctx) if tool is not None else [])]
 
 
 @exact(
@@ -199,4 +149,4 @@ def _bash(ctx: Context) -> list[Step]:
     "Call the AskUserQuestion tool with exactly one yes/no question and wait for a reply. Do not answer yourself.",
 )
 def _ask(ctx: Context) -> list[Step]:
-    return [yes_no(ctx, "question", "Proceed?"), {"call": lambda c: question_report(c, "question")}]
+    return ends_asking(ctx, [yes_no(ctx, "question", "Proceed?")])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .hitl_script import permission_steps, question_steps
 from .script import COMMANDS, Context, Step, chunk, command, exact, say, stream, update, whole
 
 META = "sandbox-agent/"
@@ -189,27 +190,6 @@ MARKERS = (
 )
 
 
-def _registered(name: str) -> Any:
-    """A command another module registers (permissions, questions), sent without waiting for the
-    answers (legacy: the requests stay pending and the demo goes on), or a script without steps."""
-    script = COMMANDS.get(name)
-    if script is None:
-        return lambda ctx: []
-    return lambda ctx: _detached(script(ctx))
-
-
-def _detached(steps: list[Step]) -> list[Step]:
-    out: list[Step] = []
-    for step in steps:
-        if "request" in step:
-            out.append({**step, "detach": True})
-        elif "parallel" in step:
-            out.extend(_detached(step["parallel"]))
-        elif "call" not in step:  # reports about the answers: there are none to wait for
-            out.append(step)
-    return out
-
-
 @command("demo")
 def _demo(ctx: Context) -> list[Step]:
     parts = (
@@ -220,8 +200,8 @@ def _demo(ctx: Context) -> list[Step]:
         tool_steps,
         image_steps,
         unknown_steps,
-        _registered("permission"),
-        _registered("question"),
+        permission_steps,  # legacy: the requests stay pending and the demo goes on
+        question_steps,
         error_steps,
     )
     steps: list[Step] = []

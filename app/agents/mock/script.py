@@ -34,6 +34,7 @@ class Context:
     saved: dict[str, Any] = field(default_factory=dict)
     stop_reason: str = "end_turn"
     result_meta: dict[str, Any] = field(default_factory=dict)  # `_meta` of the session/prompt result
+    after_reply: list[Step] = field(default_factory=list)  # run once the prompt is answered
 
     @property
     def words(self) -> list[str]:

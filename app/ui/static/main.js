@@ -1,7 +1,10 @@
 // The inspector page: wiring of the views to the API.
 
 import { Api, ApiError, loadConnection, parseHeaders, saveConnection } from "./api.js";
+import { isConnectScreenShown, probeConnection, showConnectScreen, unauthorized } from "./connect.js";
+import { clearCreateExtras, createExtras, setupCreateExtras } from "./create-extras.js";
 import { $, el, formatBytes, formatDateTime, formatTime } from "./dom.js";
+import { copyText, PollingFeed, streamTurn } from "./feeds.js";
 import { EventStream } from "./stream.js";
 import { ChatView, Timeline } from "./timeline.js";
 
@@ -20,12 +23,23 @@ const state = {
   fs: { dir: ".", absolute: null },
   installing: new Map(), // agent id -> {started, error}
   models: [], // of the agent picked in the create form
+  // How the selected session's events are followed (the legacy inspector's switch): "sse",
+  // "poll", or "turn" (only the events of the turns this page starts); paused: not at all.
+  mode: "sse",
+  paused: false,
+  lastSequence: 0, // the newest event shown: every feed resumes after it
+  events: [], // what "Copy JSON" copies (the rows shown)
 };
 
 let chatView;
 
 // ---- errors -------------------------------------------------------------------------------------
 function showError(error, context) {
+  // A refused token is the connection's problem, not one call's: back to the connect screen.
+  if (error instanceof ApiError && error.status === 401) {
+    showConnectScreen(state.api.conn, unauthorized(state.api, error));
+    return;
+  }
   const banner = $("error-banner");
   let title = "Error";
   let detail = error && error.message ? error.message : String(error);
@@ -111,17 +125,18 @@ function fillConnectionForm(conn) {
   $("conn-headers").value = Object.keys(conn.headers || {}).length ? JSON.stringify(conn.headers) : "";
 }
 
-async function checkHealth() {
-  const badge = $("server-status");
-  try {
-    const health = await state.api.request("GET", "/v1/health");
-    badge.textContent = `${health && health.status === "ok" ? "connected" : "unhealthy"} · ${state.api.base}${state.api.conn.token ? " · token" : ""}`;
-    badge.className = "pill success";
-  } catch (error) {
-    badge.textContent = `unreachable · ${state.api.base}`;
-    badge.className = "pill danger";
-    showError(error, "Server");
+/** Connected when the server answers and takes the token; else the connect screen. */
+async function checkConnection() {
+  const reason = await probeConnection(state.api);
+  if (reason) {
+    showConnectScreen(state.api.conn, reason);
+    return false;
   }
+  const badge = $("server-status");
+  badge.textContent = `connected · ${state.api.base}${state.api.conn.token ? " · token" : ""}`;
+  badge.className = "pill success";
+  badge.dataset.connected = "true";
+  return true;
 }
 
 // ---- agents -------------------------------------------------------------------------------------
@@ -302,7 +317,13 @@ async function createSession(event) {
     return;
   }
   const id = $("session-id-input").value.trim() || newSessionId();
-  const body = { agent };
+  let body;
+  try {
+    body = { agent, ...createExtras() };
+  } catch (error) {
+    showError(error, "New session");
+    return;
+  }
   for (const [field, input] of [["agentMode", "agent-mode"], ["permissionMode", "permission-mode"], ["model", "model"], ["variant", "variant"], ["title", "session-title"]]) {
     const value = $(input).value.trim();
     if (value) body[field] = value;
@@ -315,6 +336,7 @@ async function createSession(event) {
     if (created) {
       clearError();
       $("session-id-input").value = "";
+      clearCreateExtras();
       await loadSessions();
       selectSession(id);
       $("message-input").focus();
@@ -340,6 +362,8 @@ function selectSession(id) {
   state.sessionId = id;
   state.timeline = new Timeline();
   state.eventTypes = new Set();
+  state.lastSequence = 0;
+  state.events = [];
   chatView.reset();
   $("event-list").replaceChildren();
   $("event-filter").replaceChildren(option("", "all"));
@@ -358,25 +382,71 @@ function selectSession(id) {
   renderSessions();
 }
 
+function showStreamState(name, detail) {
+  const badge = $("stream-state");
+  badge.textContent = name === "live" ? "live" : `${name}${detail ? ` (${detail})` : ""}`;
+  badge.dataset.state = name;
+}
+
+/** Follows the selected session as the mode says, after the newest event shown. */
 function startStream() {
-  const stream = new EventStream(state.api, state.sessionId, {
+  if (state.stream) state.stream.stop();
+  state.stream = null;
+  if (!state.sessionId) return;
+  if (state.paused) {
+    showStreamState("paused", `after #${state.lastSequence}`);
+    return;
+  }
+  if (state.mode === "turn") {
+    showStreamState("turn stream", "events of the messages sent here");
+    return;
+  }
+  const Feed = state.mode === "poll" ? PollingFeed : EventStream;
+  const stream = new Feed(state.api, state.sessionId, {
     includeRaw: $("include-raw").checked,
     onEvents: (events) => {
-      if (state.stream !== stream) return;
-      applyEvents(events);
+      if (state.stream === stream) applyEvents(events);
     },
     onState: (name, detail) => {
-      if (state.stream !== stream) return;
-      const badge = $("stream-state");
-      badge.textContent = name === "live" ? "live" : `${name}${detail ? ` (${detail})` : ""}`;
-      badge.dataset.state = name;
+      if (state.stream === stream) showStreamState(name, detail);
     },
     onError: (error) => {
       if (state.stream === stream) showError(error, "Events");
     },
   });
+  stream.lastSequence = state.lastSequence;
   state.stream = stream;
   stream.start();
+}
+
+function setPaused(paused) {
+  state.paused = paused;
+  const button = $("stream-pause");
+  button.textContent = paused ? "Resume" : "Pause";
+  button.setAttribute("aria-pressed", String(paused));
+  startStream();
+}
+
+async function copyEvents() {
+  const button = $("events-copy");
+  const ok = await copyText(JSON.stringify(state.events, null, 2));
+  button.textContent = ok ? `Copied ${state.events.length}` : "Copy failed";
+  setTimeout(() => {
+    button.textContent = "Copy JSON";
+  }, 2000);
+}
+
+/** Empties the event list (and what Copy JSON copies); new events keep coming after it. */
+function clearEvents() {
+  state.events = [];
+  $("event-list").replaceChildren();
+  updateEventCount();
+}
+
+function updateEventCount() {
+  const shown = $("event-list").children.length;
+  const total = state.timeline.eventCount;
+  $("event-count").textContent = shown < total ? `${total} events, ${shown} shown` : `${shown} events`;
 }
 
 function restartStream() {
@@ -384,7 +454,13 @@ function restartStream() {
   if (id) selectSession(id);
 }
 
-function applyEvents(events) {
+function applyEvents(incoming) {
+  // Each sequence once, whichever feed brought it (a mode switch, a turn stream beside a feed).
+  const events = incoming.filter((e) => typeof e.sequence === "number" && e.sequence > state.lastSequence);
+  if (!events.length) return;
+  state.lastSequence = events[events.length - 1].sequence;
+  state.events.push(...events);
+  if (state.events.length > EVENT_ROWS_LIMIT) state.events.splice(0, state.events.length - EVENT_ROWS_LIMIT);
   const changed = [];
   let promptsChanged = false;
   const list = $("event-list");
@@ -411,9 +487,7 @@ function applyEvents(events) {
   // The newest rows only: a session of a million events must not make the page a million nodes.
   let dropped = list.children.length - EVENT_ROWS_LIMIT;
   while (dropped-- > 0) list.firstElementChild.remove();
-  const shown = list.children.length;
-  $("event-count").textContent =
-    shown < state.timeline.eventCount ? `${state.timeline.eventCount} events, newest ${shown} shown` : `${shown} events`;
+  updateEventCount();
   chatView.update(state.timeline, changed);
   if (promptsChanged) renderPrompts();
   updateSessionControls();
@@ -607,8 +681,21 @@ async function sendMessage(event) {
   const message = input.value;
   if (!message.trim() || !state.sessionId) return;
   $("send").disabled = true;
+  const sessionId = state.sessionId;
   const ok = await attempt("Send", async () => {
-    await state.api.request("POST", `/v1/sessions/${encodeURIComponent(state.sessionId)}/messages`, { json: { message } });
+    if (state.mode === "turn") {
+      // The turn stream: the events come with the answer, until the turn ends or asks.
+      const pending = streamTurn(state.api, sessionId, message, {
+        includeRaw: $("include-raw").checked,
+        onEvents: (events) => {
+          if (state.sessionId === sessionId) applyEvents(events);
+        },
+      });
+      if (input.value === message) input.value = "";
+      await pending;
+    } else {
+      await state.api.request("POST", `/v1/sessions/${encodeURIComponent(sessionId)}/messages`, { json: { message } });
+    }
     return true;
   });
   if (ok) {
@@ -750,6 +837,14 @@ async function main() {
   });
   $("event-filter").addEventListener("change", applyEventFilter);
   $("include-raw").addEventListener("change", restartStream);
+  $("stream-mode").addEventListener("change", () => {
+    state.mode = $("stream-mode").value;
+    startStream();
+  });
+  $("stream-pause").addEventListener("click", () => setPaused(!state.paused));
+  $("events-copy").addEventListener("click", copyEvents);
+  $("events-clear").addEventListener("click", clearEvents);
+  setupCreateExtras();
   $("fs-form").addEventListener("submit", (event) => {
     event.preventDefault();
     listFiles($("fs-path").value.trim() || ".");
@@ -781,8 +876,15 @@ async function main() {
     if (id !== state.sessionId) selectSession(id);
   });
 
-  await checkHealth();
+  if (!(await checkConnection())) {
+    document.body.dataset.ready = "true";
+    return;
+  }
   await Promise.all([loadAgents(), loadSessions()]);
+  if (isConnectScreenShown()) {
+    document.body.dataset.ready = "true";
+    return;
+  }
   const initial = sessionFromHash();
   if (initial) selectSession(initial);
   setInterval(() => {

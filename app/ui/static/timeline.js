@@ -19,6 +19,9 @@ export class Timeline {
     this.permissions = new Map(); // permission_id -> data, while requested
     this.questions = new Map(); // question_id -> data, while requested
     this.runningTurns = new Set();
+    // Turns that asked a person and have shown nothing since: legacy's mock ended a turn that way,
+    // with no turn.ended; what the agent shows next (or turn.ended) settles it.
+    this.askingTurns = new Set();
     this.ended = null;
     this.eventCount = 0;
   }
@@ -40,6 +43,10 @@ export class Timeline {
     this.eventCount += 1;
     const data = event.data || {};
     const changed = [];
+    if (this.askingTurns.size && (event.type.startsWith("item.") || event.type === "turn.ended")) {
+      for (const id of this.askingTurns) this.runningTurns.add(id);
+      this.askingTurns.clear();
+    }
     switch (event.type) {
       case "item.started":
       case "item.completed": {
@@ -69,6 +76,9 @@ export class Timeline {
         break;
       }
       case "turn.started":
+        // One turn runs at a time: one that never recorded its end is over when the next starts.
+        this.runningTurns.clear();
+        this.askingTurns.clear();
         if (data.turn_id) this.runningTurns.add(data.turn_id);
         break;
       case "turn.ended":
@@ -77,9 +87,11 @@ export class Timeline {
         break;
       case "permission.requested":
         if (data.permission_id) this.permissions.set(data.permission_id, data);
+        this.pauseTurns();
         break;
       case "question.requested":
         if (data.question_id) this.questions.set(data.question_id, data);
+        this.pauseTurns();
         break;
       default:
         break;
@@ -99,6 +111,11 @@ export class Timeline {
       changed.push(entry.key);
     }
     return changed;
+  }
+
+  pauseTurns() {
+    for (const id of this.runningTurns) this.askingTurns.add(id);
+    this.runningTurns.clear();
   }
 
   get state() {
