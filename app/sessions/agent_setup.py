@@ -188,12 +188,15 @@ async def configure(
 
     # Modes: the agent mode's target wins over the permission mode's.
     agent_target, permission_target = _targets(spec, config.agent_mode, config.permission_mode)
-    wanted_mode = agent_target.mode or permission_target.mode
-    if spec.profile.agent_modes is None and agent_target.mode is None and config.agent_mode:
-        wanted_mode = config.agent_mode  # opencode: the agent mode is the agent's own mode name
+    wanted = agent_target.candidates or permission_target.candidates
+    if spec.profile.agent_modes is None and not agent_target.candidates and config.agent_mode:
+        # opencode: the agent mode is the agent's own mode name. Where the agent's modes are permission
+        # modes (gemini), the default agent mode `build` leaves the permission mode's choice alone.
+        if spec.profile.modes_are_agent_modes or config.agent_mode != "build" or not permission_target.candidates:
+            wanted = (config.agent_mode,)
     setup.prompt_prefix = agent_target.prompt_prefix or permission_target.prompt_prefix or ""
-    if wanted_mode is not None:
-        setup.mode = await _set_mode(connection, spec, sid, new_session, options, wanted_mode, config)
+    if wanted:
+        setup.mode = await _set_mode(connection, spec, sid, new_session, options, wanted, config)
 
     # Variant.
     variant_option = options.get("thought_level")
@@ -220,31 +223,35 @@ async def _set_mode(
     sid: str,
     new_session: dict[str, Any],
     options: _Options,
-    wanted: str,
+    candidates: tuple[str, ...],
     config: Any,
 ) -> str | None:
+    """Set the first of ``candidates`` the agent offers; mode_not_supported when it offers none."""
     option = options.get("mode")
     if option is not None:
         values = [str(o["value"]) for o in option_values(option)]
-        if wanted not in values:
-            if _is_default_build(spec, config, wanted):
+        wanted = next((c for c in candidates if c in values), None)
+        if wanted is None:
+            if _is_default_build(spec, config, candidates[0]):
                 return None
-            raise _mode_error(spec, config, wanted)
+            raise _mode_error(spec, config, candidates[0])
         await options.set(connection, sid, option, wanted)
         return wanted
     modes = new_session.get("modes")
     if isinstance(modes, dict):
         available = {m.get("id") for m in modes.get("availableModes") or [] if isinstance(m, dict)}
-        if wanted not in available:
-            if _is_default_build(spec, config, wanted):
+        wanted = next((c for c in candidates if c in available), None)
+        if wanted is None:
+            if _is_default_build(spec, config, candidates[0]):
                 return None
-            raise _mode_error(spec, config, wanted)
+            raise _mode_error(spec, config, candidates[0])
         if wanted != modes.get("currentModeId"):
             await connection.request("session/set_mode", {"sessionId": sid, "modeId": wanted})
         return wanted
     # The agent offers no modes: an agent mode it would have to name cannot be honoured.
-    if spec.profile.agent_modes is None and wanted == config.agent_mode and wanted != "build":
-        raise _mode_error(spec, config, wanted)
+    first = candidates[0]
+    if spec.profile.agent_modes is None and first == config.agent_mode and first != "build":
+        raise _mode_error(spec, config, first)
     return None
 
 
@@ -293,4 +300,11 @@ def for_agent(setup: AgentSetup | None, message: str) -> str:
 def tool_style(spec: AgentSpec) -> ToolStyle:
     """How the translator names this agent's tools and reads their output (from its profile)."""
     profile = spec.profile
-    return ToolStyle(dict(profile.tool_names), profile.title_names, profile.output_fields, profile.patch_fields)
+    return ToolStyle(
+        dict(profile.tool_names),
+        profile.title_names,
+        profile.output_fields,
+        profile.patch_fields,
+        dict(profile.tool_aliases),
+        profile.kind_named_tools,
+    )

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -37,6 +39,7 @@ from urllib.parse import quote
 
 import httpx
 
+from app.agents.profiles import PROFILES
 from tests.realagents import agents
 from tests.realagents.agents import cache_root
 from tests.realagents.fake_llm import FakeLLMServer
@@ -48,9 +51,56 @@ TURN_TIMEOUT = 90.0
 STEPS = "[scenario:{steps} dir={dir}] Follow the scripted steps."
 
 
-def install_dir() -> Path:
-    """Where the bridge installs the legacy agents in these tests: kept between runs."""
-    return cache_root().parent / "bin"
+VERSIONS_VAR = "ACP_BRIDGE_TEST_AGENT_VERSIONS"
+
+
+def wanted_version(agent: str) -> str:
+    """The version of a legacy agent these tests run: the one the bridge installs by default (the
+    newest tested), or what ``ACP_BRIDGE_TEST_AGENT_VERSIONS`` says: ``latest`` (the newest published,
+    asked of npm), or ``codex=2.5.0,claude=latest``."""
+    npm = PROFILES[agent].npm
+    assert npm is not None, agent
+    wanted = npm.version
+    for entry in os.environ.get(VERSIONS_VAR, "").split(","):
+        name, _, version = entry.strip().rpartition("=")
+        if version and name in ("", agent):
+            wanted = version
+    if wanted == "latest":
+        wanted = published_version(npm.package)
+    return wanted
+
+
+def published_version(package: str) -> str:
+    npm = shutil.which("npm")
+    if npm is None:
+        unavailable("npm is not installed: cannot ask for the newest version")
+    done = subprocess.run([npm, "view", package, "version"], capture_output=True, text=True, timeout=120)
+    if done.returncode != 0 or not done.stdout.strip():
+        unavailable(f"npm view {package} version failed: {(done.stderr or done.stdout).strip()[-500:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def install_dir(agent: str, version: str) -> Path:
+    """Where the bridge installs one version of a legacy agent in these tests: kept between runs, one
+    install dir per version (runs of other versions, or of other checkouts, leave it alone)."""
+    return cache_root().parent / "bin-by-version" / f"{agent}@{version}"
+
+
+def node_dir() -> Path:
+    """Where the bridge puts its own Node.js (an adapter may need a newer one than the system's)."""
+    return cache_root().parent / "node"
+
+
+def link_cache(data: Path, agent: str, version: str) -> None:
+    """A bridge data dir whose install dir and on-demand Node.js are the kept ones of the test cache."""
+    data.mkdir(parents=True, exist_ok=True)
+    for name, target in (("bin", install_dir(agent, version)), ("node", node_dir())):
+        target.mkdir(parents=True, exist_ok=True)
+        (data / name).symlink_to(target, target_is_directory=True)
+
+
+# Bridges of these tests bring their own Node.js when an adapter needs a newer one than the system's.
+BRIDGE_ENV = {"ACP_BRIDGE_NODE_ON_DEMAND": "1"}
 
 
 @dataclass(slots=True)
@@ -174,25 +224,24 @@ AGENTS: dict[str, LegacyAgent] = {
 
 
 class Driver:
-    def __init__(self, agent: LegacyAgent, root: Path) -> None:
+    def __init__(self, agent: LegacyAgent, root: Path, version: str) -> None:
         self.agent = agent
+        self.version = version
         self.root = root
         self.home = root / "home"
         self.work = root / "work"
         self.data = root / "data"
         self.transcripts = root / "transcripts"
-        self.report: dict[str, Any] = {"agent": agent.id, "cases": {}, "timings": {}}
+        self.report: dict[str, Any] = {"agent": agent.id, "version": version, "cases": {}, "timings": {}}
 
     def _timed(self, name: str, started: float) -> None:
         self.report["timings"][name] = round(time.monotonic() - started, 3)
 
     def execute(self) -> dict[str, Any]:
-        for d in (self.home, self.work, self.data, self.transcripts):
+        for d in (self.home, self.work, self.transcripts):
             d.mkdir(parents=True, exist_ok=True)
         # The install dir lives in the test cache: the first run installs with npm, later runs reuse it.
-        shared_bin = install_dir()
-        shared_bin.mkdir(parents=True, exist_ok=True)
-        (self.data / "bin").symlink_to(shared_bin, target_is_directory=True)
+        link_cache(self.data, self.agent.id, self.version)
         llm = FakeLLMServer(self.root / "llm.jsonl").start()
         try:
             self._without_key(self.agent.env(self.home, llm.base_url))
@@ -205,7 +254,12 @@ class Driver:
         return self.report
 
     def _bridge(self, env: dict[str, str]) -> Bridge:
-        bridge_env = {**env, "ACP_BRIDGE_TRANSCRIPT_DIR": str(self.transcripts), "ACP_BRIDGE_INSTALL_TIMEOUT": "300"}
+        bridge_env = {
+            **env,
+            **BRIDGE_ENV,
+            "ACP_BRIDGE_TRANSCRIPT_DIR": str(self.transcripts),
+            "ACP_BRIDGE_INSTALL_TIMEOUT": "300",
+        }
         return start_bridge(self.root, env=bridge_env, data_dir=self.data, cwd=self.work)
 
     def _without_key(self, env: dict[str, str]) -> None:
@@ -345,20 +399,21 @@ def record_transcript(agent: str, root: Path) -> Path:
     return target
 
 
-def install_outside(agent: str, timeout: float = 600.0) -> dict[str, Any]:
+def install_outside(agent: str, version: str, timeout: float = 600.0) -> dict[str, Any]:
     """``POST /v1/agents/{agent}/install`` on a bridge outside the namespace (npm needs the registry),
     into the kept install dir; the driver's own install call then finds the agent installed."""
     root = Path(tempfile.mkdtemp(prefix=f"acp-legacy-install-{agent}-")).resolve()
-    shared_bin = install_dir()
-    shared_bin.mkdir(parents=True, exist_ok=True)
-    (root / "data").mkdir()
-    (root / "data" / "bin").symlink_to(shared_bin, target_is_directory=True)
-    bridge = start_bridge(root, env={"ACP_BRIDGE_INSTALL_TIMEOUT": str(int(timeout))}, data_dir=root / "data")
+    link_cache(root / "data", agent, version)
+    env = {**BRIDGE_ENV, "ACP_BRIDGE_INSTALL_TIMEOUT": str(int(timeout))}
+    bridge = start_bridge(root, env=env, data_dir=root / "data")
     try:
         started = time.monotonic()
         with httpx.Client(base_url=bridge.url, timeout=timeout + 30) as client:
-            answer = client.post(f"/v1/agents/{agent}/install", json={})
+            body = {} if version == PROFILES[agent].npm.version else {"agentVersion": version}  # type: ignore[union-attr]
+            answer = client.post(f"/v1/agents/{agent}/install", json=body)
+            info = next(a for a in client.get("/v1/agents").json()["agents"] if a["id"] == agent)
         return {
+            "agent_info": info,
             "status": answer.status_code,
             "body": answer.text[-3000:],
             "seconds": round(time.monotonic() - started, 1),
@@ -368,7 +423,7 @@ def install_outside(agent: str, timeout: float = 600.0) -> dict[str, Any]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def ready(agent: str) -> dict[str, Any]:
+def ready(agent: str, version: str | None = None) -> dict[str, Any]:
     """Before a test's driver runs a legacy agent: not opted out, a loopback-only namespace, npm and
     node, the agent installed (``install_outside``, whose answer this is). Else the test fails (or
     skips) with the reason."""
@@ -378,7 +433,7 @@ def ready(agent: str) -> dict[str, Any]:
         unavailable(iso.reason)
     if shutil.which("npm") is None or shutil.which("node") is None:
         unavailable(f"npm/node are not installed: the {agent} agent is an npm package")
-    installed = install_outside(agent)
+    installed = install_outside(agent, version or wanted_version(agent))
     if installed["status"] != 204:
         unavailable(f"{agent} could not be installed: {installed['body'][-1500:]}")
     return installed
@@ -390,10 +445,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help="write the report here instead of stdout")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir")
     parser.add_argument("--record", action="store_true", help="write the golden transcript of the once case")
+    parser.add_argument("--version", help="the installed version to run (default: the tested one)")
     args = parser.parse_args(argv)
 
     def execute(root: Path) -> dict[str, Any]:
-        report = Driver(AGENTS[args.agent], root).execute()
+        report = Driver(AGENTS[args.agent], root, args.version or wanted_version(args.agent)).execute()
         report["root"] = str(root)
         if args.record:
             report["recorded"] = str(record_transcript(args.agent, root))

@@ -62,7 +62,15 @@ def run_configure(agent: str, cfg: SessionConfig, new_session: dict[str, Any]) -
 def test_every_legacy_id_has_a_profile_and_the_installable_ones_an_npm_package() -> None:
     assert set(LEGACY_IDS) <= set(PROFILES)
     assert set(ADAPTERS) == {"claude", "codex", "opencode"}
-    assert ADAPTERS["codex"].native and ADAPTERS["opencode"].run_scripts
+    assert ADAPTERS["opencode"].run_scripts
+    # Today's names; versions from before the move come from the old scope (codex 0.x as a binary).
+    codex, claude = ADAPTERS["codex"], ADAPTERS["claude"]
+    assert codex.spec(codex.version) == "@agentclientprotocol/codex-acp@2.6.0"
+    assert codex.spec("0.16.0") == "@zed-industries/codex-acp@0.16.0" and codex.natives
+    assert codex.spec("latest") == "@agentclientprotocol/codex-acp@latest"
+    assert claude.spec(claude.version) == "@agentclientprotocol/claude-agent-acp@0.101.0"
+    assert claude.spec("0.23.1") == "@zed-industries/claude-agent-acp@0.23.1"
+    assert claude.spec("0.24.0") == "@agentclientprotocol/claude-agent-acp@0.24.0"
 
 
 def test_agents_file_entries_take_a_profile(tmp_path: Path) -> None:
