@@ -247,7 +247,7 @@ class AgentSpec:
 
     def credential_variables(self) -> list[str]:
         """Variables any one of which would give the agent credentials."""
-        names = [v for needs in self.profile.auth_methods.values() for v in needs]
+        names = list(dict.fromkeys(v for needs in self.profile.auth_methods.values() for v in needs))
         for method in self.auth_methods or []:
             names += [v for v in _env_var_names(method) if v not in names]
         names += [v for v in self.profile.credential_env if v not in names]

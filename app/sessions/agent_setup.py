@@ -6,10 +6,12 @@
   the create fails naming the variables that would work.
 - **Model**: ``model`` may be one of the agent's model ids, a legacy name (the profile's aliases:
   ``opus`` -> ``opus[1m]``) or a full vendor id (``claude-opus-4-6`` -> the option of that family);
-  it is set through the ``model`` config option. An unknown model is a 400 naming the valid ids.
+  it is set through the ``model`` config option, or ``session/set_model`` for an agent that reports
+  ``models`` instead (gemini). An unknown model is a 400 naming the valid ids.
 - **Modes**: the profile maps ``agentMode`` and ``permissionMode`` to one of the agent's own modes
-  (set with ``session/set_mode`` or the ``mode`` config option, whichever it offers) and/or a
-  prompt prefix. A mode the agent does not offer is a 400 mode_not_supported.
+  (candidates, best first: the first the agent offers is set with ``session/set_mode`` or the
+  ``mode`` config option, whichever it offers) and/or a prompt prefix. A mode the agent does not
+  offer is a 400 mode_not_supported.
 - **Variant**: the ``thought_level`` config option.
 """
 
@@ -21,12 +23,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.agents.profiles import ModeTarget
+from app.acp.sdk import RequestError
 from app.agents.registry import AgentSpec, find_option, models_of, option_values
 from app.errors import BridgeError, InvalidRequest, ModeNotSupported
 from app.translate.session_translator import SessionState, apply_config_options
 from app.translate.tools import ToolStyle
 
 AUTH_REQUIRED = -32000
+METHOD_NOT_FOUND = -32601
 
 
 class CredentialsMissing(BridgeError):
@@ -183,8 +187,7 @@ async def configure(
         if resolved in values:
             await options.set(connection, sid, model_option, resolved)
     elif config.model is not None and isinstance(new_session.get("models"), dict):
-        listed = models_of(new_session) or {"models": []}
-        resolve_model(spec, config.model, [m["id"] for m in listed["models"]])  # validate; no way to set it
+        setup.model = await _set_model(connection, spec, sid, new_session["models"], config.model)
 
     # Modes: the agent mode's target wins over the permission mode's.
     agent_target, permission_target = _targets(spec, config.agent_mode, config.permission_mode)
@@ -215,6 +218,25 @@ async def configure(
         setup.model = model_now["currentValue"]
     new_session["configOptions"] = options.options  # what the session now runs with
     return setup
+
+
+async def _set_model(connection: Any, spec: AgentSpec, sid: str, models: dict[str, Any], wanted: str) -> str | None:
+    """An agent that reports ``models`` (not a model config option) takes its model through
+    ``session/set_model`` (gemini); the model it then runs with, as far as known."""
+    listed = models_of({"models": models}) or {"models": []}
+    values = [m["id"] for m in listed["models"]]
+    resolved = resolve_model(spec, wanted, values)
+    current = models.get("currentModelId")
+    if resolved == current or (values and resolved not in values):
+        return current if isinstance(current, str) else None
+    try:
+        await connection.request("session/set_model", {"sessionId": sid, "modelId": resolved})
+    except RequestError as exc:
+        if exc.code != METHOD_NOT_FOUND:
+            raise
+        return current if isinstance(current, str) else None  # it keeps its own: SessionInfo says which
+    models["currentModelId"] = resolved
+    return resolved
 
 
 async def _set_mode(

@@ -39,7 +39,7 @@ from urllib.parse import quote
 
 import httpx
 
-from app.agents.profiles import PROFILES
+from app.agents.profiles import PROFILES, version_key
 from tests.realagents import agents
 from tests.realagents.agents import cache_root
 from tests.realagents.fake_llm import FakeLLMServer
@@ -52,6 +52,8 @@ STEPS = "[scenario:{steps} dir={dir}] Follow the scripted steps."
 
 
 VERSIONS_VAR = "ACP_BRIDGE_TEST_AGENT_VERSIONS"
+# Set by the driver: "0" while it runs a codex-acp 0.x (codex 0.137), whose configuration differs.
+CODEX_GENERATION = "ACP_BRIDGE_TEST_CODEX_GENERATION"
 
 
 def wanted_version(agent: str) -> str:
@@ -121,9 +123,12 @@ def codex_env(home: Path, llm: str, config: str = "user") -> dict[str, str]:
     codex_home.mkdir(parents=True, exist_ok=True)
     # As a user with only an API key: the built-in OpenAI provider, its address moved to the fake.
     lines = [f'openai_base_url = "{llm}/v1"', "check_for_update_on_startup = false"]
-    if config == "ask":
+    if config == "ask" and os.environ.get(CODEX_GENERATION) == "0":
         # Ask before patches and commands, run them unsandboxed (codex's sandbox needs bubblewrap).
         lines += ['approval_policy = "untrusted"', 'sandbox_mode = "danger-full-access"']
+    elif config == "ask":
+        # codex 0.166 (codex-acp 2.x) refuses "untrusted": start read-only, asking before edits.
+        lines += ['approval_policy = "on-request"', 'sandbox_mode = "read-only"']
     lines += ["[analytics]", "enabled = false"]
     (codex_home / "config.toml").write_text("\n".join(lines) + "\n")
     tmp = home / "tmp"
@@ -176,6 +181,14 @@ class LegacyAgent:
     env: Any
     key: str  # the variable that holds its key (left out for the missing-key check)
     cases: tuple[Case, ...]
+    # The cases of versions before 1.0, where they differ (codex-acp 0.x: other modes and config).
+    cases_0: tuple[Case, ...] | None = None
+
+    def cases_for(self, version: str) -> tuple[Case, ...]:
+        key = version_key(version)
+        if self.cases_0 is not None and key is not None and key < (1, 0, 0):
+            return self.cases_0
+        return self.cases
 
 
 AGENTS: dict[str, LegacyAgent] = {
@@ -183,6 +196,21 @@ AGENTS: dict[str, LegacyAgent] = {
         "codex",
         codex_env,
         "OPENAI_API_KEY",
+        # codex-acp 2.x: the default model runs its tools from JavaScript (code mode); the agent's own
+        # default mode ("auto review") asks for nothing here, read-only (legacy plan) before each edit.
+        (
+            Case(
+                "bypass", {"permissionMode": "bypass", "model": "gpt-5.5", "variant": "high"}, "write,edit,read,shell"
+            ),
+            Case("default", {}, "think,write,edit,read,shell"),
+            Case("accept_edits", {"permissionMode": "acceptEdits"}, "write,edit"),
+            Case("plan", {"permissionMode": "plan"}, "write", reply="reject"),
+            Case("unknown_model", {"model": "no-such-model"}, None),
+            Case("unknown_variant", {"variant": "turbo"}, None),
+            Case("once", {"permissionMode": "plan", "model": "gpt-6.1-sol"}, "write,edit,read,shell", reply="once"),
+            Case("always", {"permissionMode": "plan"}, "write,edit", reply="always"),
+            Case("reject", {"permissionMode": "plan"}, "write", reply="reject"),
+        ),
         (
             Case(
                 "bypass", {"permissionMode": "bypass", "model": "gpt-5.4", "variant": "high"}, "write,edit,read,shell"
@@ -227,6 +255,7 @@ class Driver:
     def __init__(self, agent: LegacyAgent, root: Path, version: str) -> None:
         self.agent = agent
         self.version = version
+        self.cases = agent.cases_for(version)
         self.root = root
         self.home = root / "home"
         self.work = root / "work"
@@ -285,10 +314,10 @@ class Driver:
             bridge.stop()
 
     def _with_key(self, llm: FakeLLMServer) -> None:
-        configs = list(dict.fromkeys(case.config for case in self.agent.cases))
+        configs = list(dict.fromkeys(case.config for case in self.cases))
         for number, config in enumerate(configs):
             env = self.agent.env(self.home, llm.base_url, config)
-            cases = [case for case in self.agent.cases if case.config == config]
+            cases = [case for case in self.cases if case.config == config]
             self._run_cases(env, llm, cases, first=number == 0)
 
     def _run_cases(self, env: dict[str, str], llm: FakeLLMServer, cases: list[Case], *, first: bool) -> None:
@@ -310,7 +339,7 @@ class Driver:
                     self._timed(f"case_{case.name}", started)
                     result["llm_requests"] = llm.log.entries[first:]
                     self.report["cases"][case.name] = result
-                    if case is self.agent.cases[0]:
+                    if case is self.cases[0]:
                         self.report["models_after"] = client.get(f"/v1/agents/{self.agent.id}/models").json()
                         self.report["modes_after"] = client.get(f"/v1/agents/{self.agent.id}/modes").json()
         finally:
@@ -449,7 +478,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     def execute(root: Path) -> dict[str, Any]:
-        report = Driver(AGENTS[args.agent], root, args.version or wanted_version(args.agent)).execute()
+        version = args.version or wanted_version(args.agent)
+        key = version_key(version)
+        os.environ[CODEX_GENERATION] = "0" if key is not None and key < (1, 0, 0) else "2"
+        report = Driver(AGENTS[args.agent], root, version).execute()
         report["root"] = str(root)
         if args.record:
             report["recorded"] = str(record_transcript(args.agent, root))
