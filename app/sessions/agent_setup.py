@@ -223,10 +223,12 @@ async def configure(
 async def _set_model(connection: Any, spec: AgentSpec, sid: str, models: dict[str, Any], wanted: str) -> str | None:
     """An agent that reports ``models`` (not a model config option) takes its model through
     ``session/set_model`` (gemini); the model it then runs with, as far as known."""
+    current = models.get("currentModelId")
+    if wanted == current:  # what it runs already (a default the agent does not list, gemini's --model)
+        return wanted
     listed = models_of({"models": models}) or {"models": []}
     values = [m["id"] for m in listed["models"]]
     resolved = resolve_model(spec, wanted, values)
-    current = models.get("currentModelId")
     if resolved == current or (values and resolved not in values):
         return current if isinstance(current, str) else None
     try:

@@ -328,6 +328,8 @@ class ClientGone(Exception):
 
 
 class Handler(BaseHTTPRequestHandler):
+    path_model: str | None = None
+
     protocol_version = "HTTP/1.1"
     server: FakeLLMServer
 
@@ -391,6 +393,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         path = urlsplit(self.path).path
         body = self._body()
+        # Gemini names the model in the path (/v1beta/models/<model>:streamGenerateContent).
+        self.path_model = path.rsplit("/models/", 1)[-1].split(":", 1)[0] if "/models/" in path else None
         try:
             if path.endswith("/messages/count_tokens"):
                 self._json({"input_tokens": max(1, len(json.dumps(body)) // 4)})
@@ -426,7 +430,7 @@ class Handler(BaseHTTPRequestHandler):
             {
                 "api": api,
                 "prompt": prompt[:500],  # the user message holding the directive
-                "model": body.get("model"),
+                "model": body.get("model") or self.path_model,
                 "effort": effort,
                 "tools": sorted(tools),
                 "calls_done": calls_done,

@@ -233,6 +233,8 @@ AGENTS: dict[str, LegacyAgent] = {
             Case("reject", {}, "write", reply="reject"),
             Case("accept_edits", {"permissionMode": "acceptEdits"}, "write,edit"),
             Case("plan", {"permissionMode": "plan"}, "write", reply="reject"),
+            # Refused as root (claude will not skip permissions with root privileges), as legacy did.
+            Case("bypass", {"permissionMode": "bypass"}, "write,edit"),
             Case("unknown_model", {"model": "gpt-4o"}, None),
         ),
     ),
