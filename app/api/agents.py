@@ -7,6 +7,7 @@ from fastapi import APIRouter, Path, Request, Response
 from starlette.responses import JSONResponse
 
 from app.agents.registry import AgentSpec
+from app.errors import InvalidRequest
 from app.legacy.models import AgentInstallRequest, AgentListResponse, AgentModelsResponse, AgentModesResponse
 from app.sessions.model_probe import agent_models
 
@@ -81,7 +82,12 @@ async def install_agent(agent: AgentId, request: Request) -> Response:
     body = await json_body(request, AgentInstallRequest)
     registry = deps.registry(request)
     spec = registry.get(path_param(agent))
-    await registry.install(spec, body.agentVersion, reinstall=bool(body.reinstall))
+    # An addition to the legacy body (read beside it, the contract's schema unchanged): the version.
+    raw = await request.json()
+    version = raw.get("agentVersion") if isinstance(raw, dict) else None
+    if version is not None and (not isinstance(version, str) or not version.strip()):
+        raise InvalidRequest("agentVersion must be a version string (e.g. 2.6.0 or latest)")
+    await registry.install(spec, version, reinstall=bool(body.reinstall))
     return Response(status_code=204)
 
 

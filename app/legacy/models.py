@@ -223,8 +223,6 @@ class QuestionReplyRequest(_Model):
 
 class AgentInstallRequest(_Model):
     reinstall: bool | None = None
-    # An extension: the version to install (default: the newest the bridge was tested with).
-    agentVersion: str | None = None
 
 
 class FsMoveRequest(_Model):

@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from app.agents.profiles import ModeTarget
 from app.acp.sdk import RequestError
+from app.agents.profiles import ModeTarget
 from app.agents.registry import AgentSpec, find_option, models_of, option_values
 from app.errors import BridgeError, InvalidRequest, ModeNotSupported
 from app.translate.session_translator import SessionState, apply_config_options
