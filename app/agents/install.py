@@ -218,7 +218,8 @@ class Installer:
 
     async def _install(self, agent_id: str, adapter: NpmAdapter, version: str) -> None:
         npm = shutil.which("npm")
-        if npm is None and self.node is not None:
+        if self.node is not None and (npm is None or Path(npm).parent == self.node.bin_dir):
+            # The on-demand Node.js's bin/npm cannot find npm's code: its own entry point can.
             npm = await self.node.npm(agent_id)
         if npm is None:
             raise InstallFailed(agent_id, "npm is not on PATH: the ACP adapters are npm packages (install Node.js)")

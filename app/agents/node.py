@@ -43,12 +43,14 @@ class OnDemandNode:
         return (self.bin_dir / "node").is_file() and self.npm_cli.is_file()
 
     def activate(self) -> None:
-        """Put an installed on-demand Node.js first on this process's PATH (agents inherit it)."""
+        """Put an installed on-demand Node.js first on this process's PATH (agents inherit it), unless
+        the system has its own npm: then only the agents that need a newer Node.js run with this one."""
         if not self.installed():
             return
         path = os.environ.get("PATH", "")
-        if str(self.bin_dir) not in path.split(os.pathsep):
-            os.environ["PATH"] = f"{self.bin_dir}{os.pathsep}{path}" if path else str(self.bin_dir)
+        if str(self.bin_dir) in path.split(os.pathsep) or shutil.which("npm") is not None:
+            return
+        os.environ["PATH"] = f"{self.bin_dir}{os.pathsep}{path}" if path else str(self.bin_dir)
 
     async def npm(self, agent_id: str) -> str:
         """npm's command, installing Node.js first if needed; raises InstallFailed."""
