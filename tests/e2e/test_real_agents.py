@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.realagents import fake_llm
-from tests.realagents.agents import RECIPES, AgentUnavailable, install
+from tests.realagents.agents import RECIPES, AgentUnavailable, chosen, install
 from tests.realagents.netns import driver_report, isolation, opted_out, unavailable
 
 DRIVER_TIMEOUT = 240.0
@@ -29,7 +29,7 @@ def run_driver(agent: str, out: Path, extra: dict[str, dict[str, Any]] | None = 
     if not iso.available:
         unavailable(iso.reason)
     try:
-        command = install(RECIPES[agent])
+        command = install(chosen(RECIPES[agent]))
     except AgentUnavailable as exc:
         unavailable(f"{agent} not installable: {exc}")
     argv = [sys.executable, "-m", "tests.realagents.driver", "--agent", agent]

@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ import httpx
 
 from app.agents.profiles import PROFILES, version_key
 from tests.realagents import agents
-from tests.realagents.agents import cache_root
+from tests.realagents.agents import AgentUnavailable, asked_version, cache_root, published_version
 from tests.realagents.fake_llm import FakeLLMServer
 from tests.realagents.netns import isolation, opted_out, run_driver, unavailable
 from tests.realagents.record import GOLDEN, normalise
@@ -51,7 +50,6 @@ TURN_TIMEOUT = 90.0
 STEPS = "[scenario:{steps} dir={dir}] Follow the scripted steps."
 
 
-VERSIONS_VAR = "ACP_BRIDGE_TEST_AGENT_VERSIONS"
 # Set by the driver: "0" while it runs a codex-acp 0.x (codex 0.137), whose configuration differs.
 CODEX_GENERATION = "ACP_BRIDGE_TEST_CODEX_GENERATION"
 
@@ -62,24 +60,13 @@ def wanted_version(agent: str) -> str:
     asked of npm), or ``codex=2.5.0,claude=latest``."""
     npm = PROFILES[agent].npm
     assert npm is not None, agent
-    wanted = npm.version
-    for entry in os.environ.get(VERSIONS_VAR, "").split(","):
-        name, _, version = entry.strip().rpartition("=")
-        if version and name in ("", agent):
-            wanted = version
+    wanted = asked_version(agent) or npm.version
     if wanted == "latest":
-        wanted = published_version(npm.package)
+        try:
+            wanted = published_version(npm.package)
+        except AgentUnavailable as exc:
+            unavailable(str(exc))
     return wanted
-
-
-def published_version(package: str) -> str:
-    npm = shutil.which("npm")
-    if npm is None:
-        unavailable("npm is not installed: cannot ask for the newest version")
-    done = subprocess.run([npm, "view", package, "version"], capture_output=True, text=True, timeout=120)
-    if done.returncode != 0 or not done.stdout.strip():
-        unavailable(f"npm view {package} version failed: {(done.stderr or done.stdout).strip()[-500:]}")
-    return done.stdout.strip().splitlines()[-1]
 
 
 def install_dir(agent: str, version: str) -> Path:

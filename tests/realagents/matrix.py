@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.realagents import fake_llm
-from tests.realagents.agents import RECIPES, AgentUnavailable, install
-from tests.realagents.legacy import VERSIONS_VAR, install_outside, wanted_version
+from tests.realagents.agents import RECIPES, VERSIONS_VAR, AgentUnavailable, chosen, install
+from tests.realagents.legacy import install_outside, wanted_version
 from tests.realagents.netns import isolation, run_isolated
 
 COLUMNS = ("install", "start", "auth", "model", "mode", "tools", "diffs", "permission", "shell", "errors")
@@ -217,12 +217,13 @@ GEMINI_SESSIONS = {
 
 def gemini_row(root: Path) -> dict[str, Cell]:
     cells: dict[str, Cell] = {}
-    recipe = RECIPES["gemini"]
     try:
+        recipe = chosen(RECIPES["gemini"])
         command = install(recipe)
     except AgentUnavailable as exc:
         return {"install": (False, str(exc))}
     cells["install"] = (True, f"npm {recipe.spec} (agents file, profile gemini)")
+    cells["version"] = (True, recipe.version)
     out = root / "gemini.json"
     argv = [
         sys.executable,
@@ -316,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(tmp)
         for agent in [a.strip() for a in args.agents.split(",") if a.strip()]:
             if agent == "gemini":
-                rows.append(("gemini", RECIPES["gemini"].version, gemini_row(root)))
+                cells = gemini_row(root)
+                rows.append(("gemini", cells.pop("version", (True, RECIPES["gemini"].version))[1], cells))
                 continue
             version = wanted_version(agent)
             rows.append((agent, version, legacy_row(agent, version, root)))
