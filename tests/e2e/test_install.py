@@ -248,3 +248,40 @@ def test_an_agent_without_an_installer_says_so(bridge: Bridge) -> None:
     response = client.post("/v1/agents/amp/install", json={"reinstall": True})
     assert response.status_code == 500
     assert "no installer for amp" in response.json()["details"]["stderr"]
+
+
+def test_agents_say_which_copy_runs_and_which_it_hides(tmp_path: Path, registry: Registry) -> None:
+    # A global npm install of the adapter on PATH: bin/claude-agent-acp -> lib/node_modules/<package>/agent.py.
+    package = tmp_path / "global" / "lib" / "node_modules" / PACKAGE
+    package.mkdir(parents=True)
+    (package / "package.json").write_text(json.dumps(_manifest(PACKAGE, "9.9.9")))
+    (package / "agent.py").write_bytes(PROBE.read_bytes())
+    (package / "agent.py").chmod(0o755)
+    bin_dir = tmp_path / "global" / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude-agent-acp").symlink_to(package / "agent.py")
+    npm = shutil.which("npm")
+    assert npm is not None
+    env = {
+        "npm_config_registry": registry.url + "/",
+        "npm_config_cache": str(tmp_path / "npm-cache"),
+        "npm_config_userconfig": str(tmp_path / "npmrc"),
+        "PATH": f"{bin_dir}:{Path(npm).parent}:{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "ANTHROPIC_API_KEY": "sk-ant-test",
+    }
+    bridge = start_bridge(tmp_path, env=env)
+    try:
+        client = bridge.client(timeout=180)
+        on_path = _claude(client)
+        assert on_path["source"] == "path" and on_path["version"] == "9.9.9", on_path
+        assert on_path["path"] == str(bin_dir / "claude-agent-acp") and "hiddenCopy" not in on_path
+        assert client.post("/v1/agents/claude/install", json={"reinstall": True}).status_code == 204
+        installed = _claude(client)
+        assert installed["source"] == "installed" and installed["version"] == DEFAULT_VERSION, installed
+        assert installed["hiddenCopy"] == {
+            "source": "path",
+            "path": str(bin_dir / "claude-agent-acp"),
+            "version": "9.9.9",
+        }
+    finally:
+        bridge.stop()

@@ -197,7 +197,8 @@ def chosen(recipe: AgentRecipe) -> AgentRecipe:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` across processes (test runs of other checkouts share the cache)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -211,7 +212,7 @@ def install(recipe: AgentRecipe, root: Path | None = None, timeout: float = INST
     """Install ``recipe`` (once; later calls reuse it) and return the argv that starts the agent."""
     root = root or cache_root()
     prefix = recipe.prefix(root)
-    with _locked(root / f".{recipe.name}.lock"):
+    with locked(root / f".{recipe.name}.lock"):
         if recipe.installed(root):
             return recipe.command(root)
         npm = shutil.which("npm")

@@ -420,7 +420,12 @@ def record_transcript(agent: str, root: Path) -> Path:
 def install_outside(agent: str, version: str, timeout: float = 600.0) -> dict[str, Any]:
     """``POST /v1/agents/{agent}/install`` on a bridge outside the namespace (npm needs the registry),
     into the kept install dir; the driver's own install call then finds the agent installed."""
-    root = Path(tempfile.mkdtemp(prefix=f"acp-legacy-install-{agent}-")).resolve()
+    with agents.locked(cache_root().parent / f".install-{agent}@{version}.lock"):  # one install per version
+        return _install_outside(agent, version, timeout)
+
+
+def _install_outside(agent: str, version: str, timeout: float) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix=f"acp-legacy-install-{agent}-{os.getpid()}-")).resolve()
     link_cache(root / "data", agent, version)
     env = {**BRIDGE_ENV, "ACP_BRIDGE_INSTALL_TIMEOUT": str(int(timeout))}
     bridge = start_bridge(root, env=env, data_dir=root / "data")
