@@ -5,6 +5,12 @@ agent's ACP adapter, an npm package, with ``npm install --prefix`` into its own 
 dir (``<data dir>/bin/<agent>``). npm's own settings apply from the environment (``npm_config_registry``,
 a proxy, the cache...).
 
+The default version is the newest the project has tested (the profile's); any other published one
+can be asked for, and versions from before an adapter moved to another npm name come from the old one
+(``NpmAdapter.spec``). An adapter whose ``engines.node`` the system's Node.js does not meet is started
+with the bridge's own Node.js (``node.py``, recorded in its folder as ``.node``), or its install fails
+naming the requirement.
+
 An install is made in a staging folder and moved into place only once npm has succeeded and the
 adapter's program is there, so a failed, timed-out or interrupted install leaves the previous one
 (or none) as it was. One install per agent runs at a time; callers that ask meanwhile wait for it.
