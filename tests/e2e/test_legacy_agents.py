@@ -11,6 +11,7 @@ outside CI, with the reason), and skip everywhere with ``ACP_BRIDGE_TEST_REAL_AG
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from typing import Any
 
@@ -120,6 +121,10 @@ def test_the_installed_copy_and_its_version_are_shown(run: dict[str, Any]) -> No
     info = run["agent_info"]
     assert info["installed"] and info["source"] == "installed", info
     assert info["version"] == run["version"], (info, run["version"])
+    system = subprocess.run(["node", "--version"], capture_output=True, text=True, timeout=30).stdout
+    if run["agent"] == "claude" and newer(run, (0, 24, 0)) and int(system.strip().lstrip("v").split(".")[0]) < 22:
+        # claude-agent-acp 0.101 needs Node.js >= 22: it runs with the bridge's own (brought on demand).
+        assert info["node"].endswith("/node") and info["path"].endswith("claude-agent-acp"), info
 
 
 def test_no_error_and_no_unparsed_agent_message(run: dict[str, Any]) -> None:
