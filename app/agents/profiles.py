@@ -10,31 +10,86 @@ output text is. Adding an agent is adding an entry here; the code that applies a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
+class EarlierPackage:
+    """The name an adapter was published under before it moved (its versions up to ``last``)."""
+
+    package: str
+    last: str
+    # A platform binary to start instead of the npm wrapper (which would orphan it when stopped).
+    native: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class NpmAdapter:
     package: str
-    version: str  # the tested version; a session's `agentVersion` picks another
+    # The newest version the project has tested: the default install. A session's `agentVersion`
+    # (or the install's) picks any other published one.
+    version: str
     bin: str  # its program in node_modules/.bin
     args: tuple[str, ...] = ()
     # opencode's install script links its platform binary into place; the others need no scripts.
     run_scripts: bool = False
     # A platform binary to start instead of the npm wrapper (which would orphan it when stopped).
     native: str | None = None
+    # Older versions published under another name (the adapters left @zed-industries in 2026).
+    earlier: tuple[EarlierPackage, ...] = ()
+
+    def package_for(self, version: str) -> EarlierPackage | None:
+        """The earlier package that holds ``version`` (None: the current name holds it)."""
+        wanted = version_key(version)
+        if wanted is None:
+            return None  # a tag ("latest") or a range: today's name
+        for earlier in self.earlier:
+            last = version_key(earlier.last)
+            if last is not None and wanted <= last:
+                return earlier
+        return None
+
+    def spec(self, version: str) -> str:
+        earlier = self.package_for(version)
+        return f"{earlier.package if earlier else self.package}@{version}"
+
+    @property
+    def packages(self) -> tuple[str, ...]:
+        return (self.package, *(e.package for e in self.earlier))
+
+    @property
+    def natives(self) -> tuple[str, ...]:
+        found = (self.native, *(e.native for e in self.earlier))
+        return tuple(n for n in found if n)
+
+
+def version_key(version: str) -> tuple[int, int, int] | None:
+    """``1.2.3`` (a pre-release suffix ignored) as a comparable tuple; None for tags and ranges."""
+    match = re.fullmatch(r"v?(\d+)\.(\d+)\.(\d+)(?:[-+][0-9A-Za-z.-]*)?", version.strip())
+    if match is None:
+        return None
+    return int(match[1]), int(match[2]), int(match[3])
 
 
 @dataclass(frozen=True, slots=True)
 class ModeTarget:
     """What a legacy mode means for the agent: one of its own modes (chosen through
-    ``session/set_mode`` or the ``mode`` config option, whichever it offers) and/or a prompt prefix."""
+    ``session/set_mode`` or the ``mode`` config option, whichever it offers) and/or a prompt prefix.
+
+    ``mode`` and then ``alternatives`` are candidates, best first: the first the agent offers is
+    set, so versions that renamed their modes all work (codex ``full-access`` / ``agent-full-access``)."""
 
     mode: str | None = None
     prompt_prefix: str | None = None
     # The agent refuses this mode when the server runs as root (a 400 at create, as legacy).
     refused_as_root: bool = False
+    alternatives: tuple[str, ...] = ()
+
+    @property
+    def candidates(self) -> tuple[str, ...]:
+        return (self.mode, *self.alternatives) if self.mode is not None else ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +98,11 @@ class AgentProfile:
     # Programs that serve this agent when found on PATH, best first.
     commands: tuple[tuple[str, ...], ...] = ()
     npm: NpmAdapter | None = None
-    # ACP authMethod id -> environment variables, any one of which makes the method work.
+    # ACP authMethod id -> environment variables, any one of which makes the method work (old and
+    # new ids of one agent side by side: the agent's `initialize` says which it has).
     auth_methods: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # ACP authMethod id -> login files (as `credential_files`), any one of which makes it work.
+    auth_method_files: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # Variables that give the agent credentials when it lists no method the bridge can use
     # (legacy `credentialsAvailable`); empty: the bridge cannot tell, so credentials count as there.
     credential_env: tuple[str, ...] = ()
@@ -74,6 +132,10 @@ class AgentProfile:
     # `title_names` the first title is the name (agents whose titles are tool names).
     tool_names: dict[str, str] = field(default_factory=dict)
     title_names: bool = True
+    # The agent's own tool names (ACP's tool-call `name`, vendor names) -> stable names; names in
+    # `kind_named_tools` run anything, so the ACP kind names the call (via `tool_names`).
+    tool_aliases: dict[str, str] = field(default_factory=dict)
+    kind_named_tools: frozenset[str] = frozenset()
     # The agent announces each tool call before asking permission for it, but the two may cross on
     # the wire: a permission for an unknown call is held (bounded) until the call is announced.
     announces_tool_calls: bool = False
@@ -108,6 +170,7 @@ CLAUDE_ENV = ("ANTHROPIC_API_KEY", "CLAUDE_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", 
 CLAUDE_CLOUD_ENV = ("CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX")
 OPENAI_ENV = ("OPENAI_API_KEY", "CODEX_API_KEY")
 PLAN_PREFIX = "Make a plan before acting.\n\n"
+CODEX_LOGIN = ("$CODEX_HOME/auth.json", "~/.codex/auth.json")
 
 PROFILES: dict[str, AgentProfile] = {
     p.id: p
@@ -116,7 +179,12 @@ PROFILES: dict[str, AgentProfile] = {
             id="claude",
             probe_models=True,
             commands=(("claude-agent-acp",), ("claude-code-acp",)),
-            npm=NpmAdapter("@zed-industries/claude-agent-acp", "0.23.1", "claude-agent-acp"),
+            npm=NpmAdapter(
+                "@agentclientprotocol/claude-agent-acp",
+                "0.101.0",
+                "claude-agent-acp",
+                earlier=(EarlierPackage("@zed-industries/claude-agent-acp", "0.23.1"),),
+            ),
             credential_env=CLAUDE_ENV + CLAUDE_CLOUD_ENV,
             credential_files=("$CLAUDE_CONFIG_DIR/.credentials.json", "~/.claude/.credentials.json"),
             requires_credentials=True,
@@ -157,31 +225,51 @@ PROFILES: dict[str, AgentProfile] = {
             id="codex",
             probe_models=True,
             commands=(("codex-acp",),),
+            # 2.x is a Node program over @openai/codex; 0.x was a platform binary behind a wrapper.
             npm=NpmAdapter(
-                "@zed-industries/codex-acp",
-                "0.16.0",
+                "@agentclientprotocol/codex-acp",
+                "2.6.0",
                 "codex-acp",
-                native="@zed-industries/codex-acp-{platform}/bin/codex-acp",
+                earlier=(
+                    EarlierPackage(
+                        "@zed-industries/codex-acp",
+                        "0.16.0",
+                        native="@zed-industries/codex-acp-{platform}/bin/codex-acp",
+                    ),
+                ),
             ),
-            auth_methods={"openai-api-key": ("OPENAI_API_KEY",), "codex-api-key": ("CODEX_API_KEY",)},
+            # 0.x: openai-api-key / codex-api-key; 2.x: api-key and chat-gpt (a login in auth.json).
+            # api-key reads `_meta["api-key"].apiKey`, else CODEX_API_KEY, then OPENAI_API_KEY: the
+            # agent's own environment has the key, so it is not sent (nor written to transcripts).
+            auth_methods={
+                "openai-api-key": ("OPENAI_API_KEY",),
+                "codex-api-key": ("CODEX_API_KEY",),
+                "api-key": ("CODEX_API_KEY", "OPENAI_API_KEY"),
+            },
+            auth_method_files={"chat-gpt": CODEX_LOGIN, "chatgpt": CODEX_LOGIN},
             credential_env=OPENAI_ENV,
-            credential_files=("$CODEX_HOME/auth.json", "~/.codex/auth.json"),
+            credential_files=CODEX_LOGIN,
             legacy_modes=(
                 {"id": "build", "name": "Build", "description": "Default build mode"},
                 {"id": "plan", "name": "Plan", "description": "Planning mode via prompt prefix"},
             ),
             agent_modes={"build": ModeTarget(), "plan": ModeTarget(prompt_prefix=PLAN_PREFIX)},
             modes_are_agent_modes=False,
-            # Legacy: bypass = approval never + full access; plan = untrusted + read-only.
+            # Legacy: bypass = approval never + full access; plan = untrusted + read-only; default and
+            # acceptEdits left codex on its own configuration. Modes: 0.x read-only, auto,
+            # full-access; 2.x read-only, workspace-write, agent (its default), agent-full-access.
             permission_modes={
                 "default": ModeTarget(),
                 "acceptEdits": ModeTarget(),
                 "plan": ModeTarget(mode="read-only", prompt_prefix=PLAN_PREFIX),
-                "bypass": ModeTarget(mode="full-access"),
+                "bypass": ModeTarget(mode="agent-full-access", alternatives=("full-access",)),
             },
             fallback_models={"models": []},
             tool_names={**_STANDARD_TOOL_NAMES, "execute": "shell", "edit": "edit", "read": "read"},
             title_names=False,  # titles are per call: "Edit /abs/path", the command line
+            # 2.x names its calls (ACP `name`): `exec_command` runs `cat` (kind read) as well as `echo`.
+            tool_aliases={"exec_command": "shell", "shell": "shell", "apply_patch": "edit"},
+            kind_named_tools=frozenset({"exec_command", "shell"}),
             output_fields=("formatted_output", "aggregated_output", "stdout", "output"),
             permission_actions={"edit": "fileChange", "delete": "fileChange", "move": "fileChange"}
             | {kind: "commandExecution" for kind in ("execute", "read", "search", "fetch", "other")},
@@ -239,6 +327,9 @@ PROFILES: dict[str, AgentProfile] = {
                 "bypass": ModeTarget(mode="yolo"),
             },
             modes_are_agent_modes=False,
+            # Titles are per call ("echo fake-shell-ok", "Set 2 todo(s)"): the kind names the tool.
+            tool_names=dict(_STANDARD_TOOL_NAMES),
+            title_names=False,
         ),
         # Any other ACP agent: its own modes are agent modes, its titles name its tools.
         AgentProfile(id="generic"),

@@ -23,7 +23,7 @@ from typing import Any
 from app.errors import InstallFailed, UnsupportedAgent
 from app.metrics import Metrics
 
-from .install import Installer, Recorder, installed_command, installed_version
+from .install import Installer, Recorder, installed_command, installed_version, package_version_of
 from .node import OnDemandNode
 from .profiles import GENERIC, LEGACY_IDS, PROFILES, AgentProfile, profile_for
 
@@ -201,6 +201,10 @@ class AgentSpec:
     modes: list[dict[str, str]] | None = None
     models: dict[str, Any] | None = None
     auth_methods: list[dict[str, Any]] | None = None
+    # Which copy of a legacy agent runs: "installed" (by the bridge, in its install dir) or "path"
+    # (found on PATH); and the copy it hides, if any ({"source", "path", "version"}).
+    source: str | None = None
+    hidden_copy: dict[str, str] | None = None
 
     @property
     def is_mock(self) -> bool:
@@ -223,22 +227,28 @@ class AgentSpec:
         return {**os.environ, **self.env}
 
     def usable_auth_method(self, methods: Any, env: dict[str, str] | None = None) -> str | None:
-        """The id of the first ACP auth method the environment satisfies (per the profile)."""
+        """The id of the first ACP auth method the agent lists that the environment satisfies (per
+        the profile, or the variables an `env_var` method names); a key in a variable is preferred to
+        a login file."""
         env = self.environment() if env is None else env
-        for method in methods if isinstance(methods, list) else []:
-            if not isinstance(method, dict) or method.get("type") == "terminal":
-                continue
+        listed = [m for m in methods if isinstance(m, dict)] if isinstance(methods, list) else []
+        listed = [m for m in listed if m.get("type") != "terminal"]
+        for method in listed:
             needs = self.profile.auth_methods.get(str(method.get("id")))
             if needs and _env_has(env, needs):
                 return str(method["id"])
             required = _env_var_names(method)  # ACP `env_var` methods name their variables
             if required and all(env.get(name) for name in required):
                 return str(method["id"])
+        for method in listed:
+            files = self.profile.auth_method_files.get(str(method.get("id")), ())
+            if any(_file_exists(path, env) for path in files):
+                return str(method["id"])
         return None
 
     def credential_variables(self) -> list[str]:
         """Variables any one of which would give the agent credentials."""
-        names = [v for needs in self.profile.auth_methods.values() for v in needs]
+        names = list(dict.fromkeys(v for needs in self.profile.auth_methods.values() for v in needs))
         for method in self.auth_methods or []:
             names += [v for v in _env_var_names(method) if v not in names]
         names += [v for v in self.profile.credential_env if v not in names]
@@ -375,7 +385,7 @@ class AgentRegistry:
         for agent_id in LEGACY_IDS:
             self._agents[agent_id] = AgentSpec(
                 agent_id,
-                mock_command() if agent_id == "mock" else self._legacy_command(agent_id),
+                mock_command() if agent_id == "mock" else self._legacy_command(agent_id)[0],
                 legacy=True,
                 capabilities=dict(LEGACY_CAPABILITIES[agent_id]),
                 profile=PROFILES[agent_id],
@@ -384,15 +394,27 @@ class AgentRegistry:
             for spec in load_agents_file(agents_file):
                 self._agents[spec.id] = spec
 
-    def _legacy_command(self, agent_id: str) -> list[str]:
+    def _legacy_command(self, agent_id: str) -> tuple[list[str], str | None, dict[str, str] | None]:
+        """The command of a legacy agent, which copy it is, and the copy on PATH it hides: the
+        bridge's own install wins over one on PATH."""
         installed = installed_command(self.install_dir, agent_id)
+        on_path: tuple[list[str], str] | None = None
+        for candidate in LEGACY_COMMANDS[agent_id]:
+            found = shutil.which(candidate[0])
+            if found:
+                on_path = (list(candidate), found)
+                break
         if installed is not None:
-            return installed
-        candidates = LEGACY_COMMANDS[agent_id]
-        for candidate in candidates:
-            if shutil.which(candidate[0]):
-                return candidate
-        return candidates[0]
+            hidden = None
+            if on_path is not None:
+                hidden = {"source": "path", "path": on_path[1]}
+                version = package_version_of(on_path[1], agent_id)
+                if version is not None:
+                    hidden["version"] = version
+            return installed, "installed", hidden
+        if on_path is not None:
+            return on_path[0], "path", None
+        return list(LEGACY_COMMANDS[agent_id][0]), None, None
 
     def get(self, agent_id: str) -> AgentSpec:
         spec = self._agents.get(agent_id)
@@ -400,9 +422,15 @@ class AgentRegistry:
             raise UnsupportedAgent(agent_id)
         if spec.legacy and not spec.is_mock:
             # Re-resolve: an adapter installed after start-up is picked up.
-            spec.command = self._legacy_command(agent_id)
+            command, source, hidden = self._legacy_command(agent_id)
+            if command != spec.command:
+                spec.version = None  # another copy: its version is read again
+            spec.command, spec.source, spec.hidden_copy = command, source, hidden
             if spec.version is None:
-                spec.version = installed_version(self.install_dir, agent_id)
+                if source == "installed":
+                    spec.version = installed_version(self.install_dir, agent_id)
+                elif source == "path" and (path := spec.resolved_path()) is not None:
+                    spec.version = package_version_of(path, agent_id)
         return spec
 
     def all(self) -> list[AgentSpec]:

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import os
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request, Response
 from starlette.responses import JSONResponse
 
 from app.agents.registry import AgentSpec
+from app.errors import InvalidRequest
 from app.legacy.models import AgentInstallRequest, AgentListResponse, AgentModelsResponse, AgentModesResponse
 from app.sessions.model_probe import agent_models
 
@@ -36,6 +38,14 @@ def agent_info(spec: AgentSpec, request: Request) -> dict[str, Any]:
         path = spec.resolved_path()
         if path is not None:
             info["path"] = path
+            if spec.command and len(spec.command) > 1 and os.path.basename(path) == "node":
+                # An adapter started with the bridge's own Node.js (it needs a newer one).
+                info["path"], info["node"] = spec.command[1], path
+        # Which copy runs (the bridge's install or one on PATH), and the one it hides.
+        if spec.source is not None and path is not None:
+            info["source"] = spec.source
+        if spec.hidden_copy is not None:
+            info["hiddenCopy"] = dict(spec.hidden_copy)
     info["capabilities"] = dict(spec.capabilities)
     if spec.capabilities.get("sharedProcess"):
         info["serverStatus"] = {"status": "stopped", "restartCount": 0}
@@ -58,7 +68,10 @@ async def list_agents(request: Request) -> JSONResponse:
     operation_id="install_agent",
     status_code=204,
     summary="Install Agent",
-    description="Installs the agent's ACP adapter (npm), or installs it again with `reinstall`.",
+    description=(
+        "Installs the agent's ACP adapter (npm): the newest version tested with the bridge, or "
+        "`agentVersion` (any published version, or `latest`). `reinstall` installs it again (an update)."
+    ),
     responses={
         204: {"description": "Installed"},
         **problems(e400="Invalid request", e404="No such agent", e500="The install failed"),
@@ -68,7 +81,13 @@ async def list_agents(request: Request) -> JSONResponse:
 async def install_agent(agent: AgentId, request: Request) -> Response:
     body = await json_body(request, AgentInstallRequest)
     registry = deps.registry(request)
-    await registry.install(registry.get(path_param(agent)), reinstall=bool(body.reinstall))
+    spec = registry.get(path_param(agent))
+    # An addition to the legacy body (read beside it, the contract's schema unchanged): the version.
+    raw = await request.json()
+    version = raw.get("agentVersion") if isinstance(raw, dict) else None
+    if version is not None and (not isinstance(version, str) or not version.strip()):
+        raise InvalidRequest("agentVersion must be a version string (e.g. 2.6.0 or latest)")
+    await registry.install(spec, version, reinstall=bool(body.reinstall))
     return Response(status_code=204)
 
 

@@ -6,10 +6,12 @@
   the create fails naming the variables that would work.
 - **Model**: ``model`` may be one of the agent's model ids, a legacy name (the profile's aliases:
   ``opus`` -> ``opus[1m]``) or a full vendor id (``claude-opus-4-6`` -> the option of that family);
-  it is set through the ``model`` config option. An unknown model is a 400 naming the valid ids.
+  it is set through the ``model`` config option, or ``session/set_model`` for an agent that reports
+  ``models`` instead (gemini). An unknown model is a 400 naming the valid ids.
 - **Modes**: the profile maps ``agentMode`` and ``permissionMode`` to one of the agent's own modes
-  (set with ``session/set_mode`` or the ``mode`` config option, whichever it offers) and/or a
-  prompt prefix. A mode the agent does not offer is a 400 mode_not_supported.
+  (candidates, best first: the first the agent offers is set with ``session/set_mode`` or the
+  ``mode`` config option, whichever it offers) and/or a prompt prefix. A mode the agent does not
+  offer is a 400 mode_not_supported.
 - **Variant**: the ``thought_level`` config option.
 """
 
@@ -20,6 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from app.acp.sdk import RequestError
 from app.agents.profiles import ModeTarget
 from app.agents.registry import AgentSpec, find_option, models_of, option_values
 from app.errors import BridgeError, InvalidRequest, ModeNotSupported
@@ -27,6 +30,7 @@ from app.translate.session_translator import SessionState, apply_config_options
 from app.translate.tools import ToolStyle
 
 AUTH_REQUIRED = -32000
+METHOD_NOT_FOUND = -32601
 
 
 class CredentialsMissing(BridgeError):
@@ -183,17 +187,19 @@ async def configure(
         if resolved in values:
             await options.set(connection, sid, model_option, resolved)
     elif config.model is not None and isinstance(new_session.get("models"), dict):
-        listed = models_of(new_session) or {"models": []}
-        resolve_model(spec, config.model, [m["id"] for m in listed["models"]])  # validate; no way to set it
+        setup.model = await _set_model(connection, spec, sid, new_session["models"], config.model)
 
     # Modes: the agent mode's target wins over the permission mode's.
     agent_target, permission_target = _targets(spec, config.agent_mode, config.permission_mode)
-    wanted_mode = agent_target.mode or permission_target.mode
-    if spec.profile.agent_modes is None and agent_target.mode is None and config.agent_mode:
-        wanted_mode = config.agent_mode  # opencode: the agent mode is the agent's own mode name
+    wanted = agent_target.candidates or permission_target.candidates
+    if spec.profile.agent_modes is None and not agent_target.candidates and config.agent_mode:
+        # opencode: the agent mode is the agent's own mode name. Where the agent's modes are permission
+        # modes (gemini), the default agent mode `build` leaves the permission mode's choice alone.
+        if spec.profile.modes_are_agent_modes or config.agent_mode != "build" or not permission_target.candidates:
+            wanted = (config.agent_mode,)
     setup.prompt_prefix = agent_target.prompt_prefix or permission_target.prompt_prefix or ""
-    if wanted_mode is not None:
-        setup.mode = await _set_mode(connection, spec, sid, new_session, options, wanted_mode, config)
+    if wanted:
+        setup.mode = await _set_mode(connection, spec, sid, new_session, options, wanted, config)
 
     # Variant.
     variant_option = options.get("thought_level")
@@ -214,37 +220,62 @@ async def configure(
     return setup
 
 
+async def _set_model(connection: Any, spec: AgentSpec, sid: str, models: dict[str, Any], wanted: str) -> str | None:
+    """An agent that reports ``models`` (not a model config option) takes its model through
+    ``session/set_model`` (gemini); the model it then runs with, as far as known."""
+    current = models.get("currentModelId")
+    if wanted == current:  # what it runs already (a default the agent does not list, gemini's --model)
+        return wanted
+    listed = models_of({"models": models}) or {"models": []}
+    values = [m["id"] for m in listed["models"]]
+    resolved = resolve_model(spec, wanted, values)
+    if resolved == current or (values and resolved not in values):
+        return current if isinstance(current, str) else None
+    try:
+        await connection.request("session/set_model", {"sessionId": sid, "modelId": resolved})
+    except RequestError as exc:
+        if exc.code != METHOD_NOT_FOUND:
+            raise
+        return current if isinstance(current, str) else None  # it keeps its own: SessionInfo says which
+    models["currentModelId"] = resolved
+    return resolved
+
+
 async def _set_mode(
     connection: Any,
     spec: AgentSpec,
     sid: str,
     new_session: dict[str, Any],
     options: _Options,
-    wanted: str,
+    candidates: tuple[str, ...],
     config: Any,
 ) -> str | None:
+    """Set the first of ``candidates`` the agent offers; mode_not_supported when it offers none."""
     option = options.get("mode")
     if option is not None:
         values = [str(o["value"]) for o in option_values(option)]
-        if wanted not in values:
-            if _is_default_build(spec, config, wanted):
+        wanted = next((c for c in candidates if c in values), None)
+        if wanted is None:
+            if _is_default_build(spec, config, candidates[0]):
                 return None
-            raise _mode_error(spec, config, wanted)
+            raise _mode_error(spec, config, candidates[0])
         await options.set(connection, sid, option, wanted)
         return wanted
     modes = new_session.get("modes")
     if isinstance(modes, dict):
         available = {m.get("id") for m in modes.get("availableModes") or [] if isinstance(m, dict)}
-        if wanted not in available:
-            if _is_default_build(spec, config, wanted):
+        wanted = next((c for c in candidates if c in available), None)
+        if wanted is None:
+            if _is_default_build(spec, config, candidates[0]):
                 return None
-            raise _mode_error(spec, config, wanted)
+            raise _mode_error(spec, config, candidates[0])
         if wanted != modes.get("currentModeId"):
             await connection.request("session/set_mode", {"sessionId": sid, "modeId": wanted})
         return wanted
     # The agent offers no modes: an agent mode it would have to name cannot be honoured.
-    if spec.profile.agent_modes is None and wanted == config.agent_mode and wanted != "build":
-        raise _mode_error(spec, config, wanted)
+    first = candidates[0]
+    if spec.profile.agent_modes is None and first == config.agent_mode and first != "build":
+        raise _mode_error(spec, config, first)
     return None
 
 
@@ -293,4 +324,11 @@ def for_agent(setup: AgentSetup | None, message: str) -> str:
 def tool_style(spec: AgentSpec) -> ToolStyle:
     """How the translator names this agent's tools and reads their output (from its profile)."""
     profile = spec.profile
-    return ToolStyle(dict(profile.tool_names), profile.title_names, profile.output_fields, profile.patch_fields)
+    return ToolStyle(
+        dict(profile.tool_names),
+        profile.title_names,
+        profile.output_fields,
+        profile.patch_fields,
+        dict(profile.tool_aliases),
+        profile.kind_named_tools,
+    )

@@ -71,6 +71,11 @@ class ToolStyle:
     output_fields: tuple[str, ...] = ("output",)
     # Dotted paths in `rawOutput` to a unified diff the agent made itself (whole-file numbering).
     patch_fields: tuple[str, ...] = ()
+    # Agent tool names (ACP `name`, vendor names) -> the stable name shown for them.
+    aliases: dict[str, str] = field(default_factory=dict)
+    # Agent tool names that run anything (codex's `exec_command` runs `cat` as well as `echo`):
+    # the ACP kind names such a call (read, shell...), the alias only when there is no kind.
+    kind_named: frozenset[str] = frozenset()
 
 
 DEFAULT_STYLE = ToolStyle()
@@ -118,6 +123,9 @@ class ToolCallState:
     # Diffs from the permission request, by path (kept when the agent's own are shorter).
     asked_diffs: dict[str, dict[str, Any]] = field(default_factory=dict)
     raws: list[Any] = field(default_factory=list)
+    # Output text the agent streamed in `_meta` (`terminal_output_delta`, `terminal_output`) for a
+    # terminal of its own, which the bridge cannot look up.
+    streamed: list[str] = field(default_factory=list)
     _diff_cache: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
 
     def raw(self) -> Any:
@@ -130,14 +138,16 @@ class ToolCallState:
 
     @property
     def has_output(self) -> bool:
-        return self.raw_output is not None or self.chunked
+        return self.raw_output is not None or self.chunked or bool(self.streamed)
 
 
 def detect_name(state: ToolCallState, style: ToolStyle = DEFAULT_STYLE) -> str:
-    if state.explicit_name:
-        return state.explicit_name
-    if state.vendor_name:
-        return state.vendor_name
+    for name in (state.explicit_name, state.vendor_name):
+        if not name:
+            continue
+        if name in style.kind_named and state.kind:
+            return style.names.get(state.kind, state.kind)
+        return style.aliases.get(name, name)
     raw_input = state.raw_input
     if isinstance(raw_input, dict):
         if isinstance(raw_input.get("todos"), list):
@@ -283,6 +293,12 @@ class ToolCalls:
         vendor = vendor_tool_name(update.get("_meta"))
         if vendor is not None:
             state.vendor_name = vendor
+        meta = update.get("_meta")
+        if isinstance(meta, dict):
+            for key in STREAMED_OUTPUT_KEYS:
+                chunk = meta.get(key)
+                if isinstance(chunk, dict) and isinstance(chunk.get("data"), str):
+                    state.streamed.append(chunk["data"])
 
     # ---- items -----------------------------------------------------------------------------
     def _call_item(self, state: ToolCallState, status: str) -> dict[str, Any]:
@@ -421,6 +437,8 @@ class ToolCalls:
             texts = content_texts(state.content, lookup)
             if texts is not None:
                 return texts
+        if state.streamed:
+            return "".join(state.streamed)
         if state.raw_output is not None:
             return output_text(state.raw_output, self.style.output_fields)
         return content_texts(state.content, None) or ""
@@ -463,6 +481,10 @@ def output_text(raw_output: Any, fields: tuple[str, ...] = ("output",)) -> str:
         return "\n".join(b["text"] for b in raw_output)
     return _dumps(raw_output)
 
+
+# `_meta` keys under which agents stream a command's output ({"data": text, "terminal_id": ...}):
+# codex-acp 2.x always, 0.x when the client advertises `_meta.terminal_output`.
+STREAMED_OUTPUT_KEYS = ("terminal_output_delta", "terminal_output")
 
 _PATH_KEYS = ("file_path", "filePath", "filepath", "path")
 

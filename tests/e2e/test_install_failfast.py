@@ -60,7 +60,7 @@ def test_create_with_an_unreachable_registry_answers_within_60s(refused: Bridge)
     first_lines = stderr.split("npm output:")[0]
     assert "    at " not in first_lines and "A complete log" not in first_lines  # the readable part
     log = refused.log()
-    assert "installing claude: npm install @zed-industries/claude-agent-acp" in log
+    assert "installing claude: npm install @agentclientprotocol/claude-agent-acp" in log
     assert "npm (claude):" in log  # npm's progress, line by line
     bin_dir = refused.data_dir / "bin"
     assert not bin_dir.exists() or list(bin_dir.iterdir()) == []

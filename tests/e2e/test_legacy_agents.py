@@ -10,11 +10,14 @@ outside CI, with the reason), and skip everywhere with ``ACP_BRIDGE_TEST_REAL_AG
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from typing import Any
 
 import pytest
 
+from app.agents.profiles import version_key
 from tests.realagents import fake_llm
 from tests.realagents.legacy import ready
 from tests.realagents.netns import driver_report
@@ -104,20 +107,59 @@ def test_agent_without_its_key_is_refused_by_name(run: dict[str, Any]) -> None:
     assert key in created["body"]["details"]["variables"]
 
 
+def newer(run: dict[str, Any], than: tuple[int, int, int]) -> bool:
+    """The run's agent version is at least ``than`` (codex-acp 2.x, claude-agent-acp 0.24+)."""
+    key = version_key(run["version"])
+    return key is None or key >= than  # `latest` and the like are the newest
+
+
+def codex_2(run: dict[str, Any]) -> bool:
+    return run["agent"] == "codex" and newer(run, (1, 0, 0))
+
+
+def test_the_installed_copy_and_its_version_are_shown(run: dict[str, Any]) -> None:
+    info = run["agent_info"]
+    assert info["installed"] and info["source"] == "installed", info
+    assert info["version"] == run["version"], (info, run["version"])
+    system = subprocess.run(["node", "--version"], capture_output=True, text=True, timeout=30).stdout
+    if run["agent"] == "claude" and newer(run, (0, 24, 0)) and int(system.strip().lstrip("v").split(".")[0]) < 22:
+        # claude-agent-acp 0.101 needs Node.js >= 22: it runs with the bridge's own (brought on demand).
+        assert info["node"].endswith("/node") and info["path"].endswith("claude-agent-acp"), info
+
+
+def test_no_error_and_no_unparsed_agent_message(run: dict[str, Any]) -> None:
+    for name, result in run["cases"].items():
+        kinds = [e["type"] for e in result.get("events", [])]
+        assert "error" not in kinds and "agent.unparsed" not in kinds, (
+            name,
+            [e for e in result["events"] if e["type"] in ("error", "agent.unparsed")],
+        )
+
+
 def test_models_come_from_the_agent_and_reach_the_model(run: dict[str, Any]) -> None:
     models = run["models_after"]
     ids = [m["id"] for m in models["models"]]
     assert ids and models["defaultModel"] in ids, models
     agent = run["agent"]
-    if agent == "codex":
+    if codex_2(run):
+        # The default model (code mode: tools run from JavaScript), and one asked for.
+        assert models_asked(case(run, "default")) == {models["defaultModel"]}
+        assert case(run, "default")["info"]["model"] == models["defaultModel"]
+        assert models_asked(case(run, "once")) == {"gpt-6.1-sol"} and models_asked(case(run, "bypass")) == {"gpt-5.5"}
+        assert case(run, "bypass")["info"]["model"] == "gpt-5.5"
+        assert "no-such-model" in case(run, "unknown_model")["create"]["body"]["detail"]
+        assert "gpt-5.5" in case(run, "unknown_model")["create"]["body"]["details"]["validModels"]
+    elif agent == "codex":
         assert models_asked(case(run, "once")) == {"gpt-5.4-mini"}
         assert case(run, "once")["info"]["model"] == "gpt-5.4-mini"
         assert "no-such-model" in case(run, "unknown_model")["create"]["body"]["detail"]
         assert "gpt-5.4-mini" in case(run, "unknown_model")["create"]["body"]["details"]["validModels"]
     elif agent == "claude":
-        assert "opus[1m]" in ids  # the agent's own ids; "opus" (legacy) and vendor ids map onto them
+        # The agent's own ids ("opus[1m]" up to 0.23, "opus" since); "opus" (legacy) and vendor ids map onto them.
+        opus = "opus" if newer(run, (0, 24, 0)) else "opus[1m]"
+        assert opus in ids
         once = case(run, "once")
-        assert once["info"]["model"] == "opus[1m]"
+        assert once["info"]["model"] == opus
         assert all("opus" in model for model in models_asked(once)), models_asked(once)
         always = case(run, "always")  # asked for claude-sonnet-4-5: the agent's sonnet option
         assert always["info"]["model"].startswith("sonnet")
@@ -131,19 +173,23 @@ def test_models_come_from_the_agent_and_reach_the_model(run: dict[str, Any]) -> 
 
 def test_tools_have_stable_names_and_real_output(run: dict[str, Any]) -> None:
     agent = run["agent"]
-    first = case(run, "bypass" if agent == "codex" else "once")
-    assert_scripted_turn(first)
-    names = tool_names(first)
-    expected = {
-        "codex": ["edit", "edit", "read", "shell"],
-        "claude": ["Write", "Edit", "Read", "Bash", "Bash"],
-        "opencode": ["write", "edit", "read", "bash"],
-    }[agent]
-    assert names == expected, names
-    outputs = [p["output"] for p in parts(items(first, "tool_result"), "tool_result")]
-    shell_index = names.index({"codex": "shell", "claude": "Bash", "opencode": "bash"}[agent])
-    assert outputs[shell_index].strip() == fake_llm.SHELL_OUTPUT, outputs  # the command's text, not JSON
-    assert_whole_diffs(first, agent)
+    # codex: both its model kinds (code mode on 2.x's default model); the others: the once case.
+    firsts = ["bypass", "default"] if codex_2(run) else ["bypass" if agent == "codex" else "once"]
+    for first in map(lambda name: case(run, name), firsts):
+        assert_scripted_turn(first)
+        names = tool_names(first)
+        expected = {
+            "codex": ["edit", "edit", "read", "shell"],
+            "claude": ["Write", "Edit", "Read", "Bash", "Bash"],
+            "opencode": ["write", "edit", "read", "bash"],
+        }[agent]
+        assert names == expected, names
+        outputs = [p["output"] for p in parts(items(first, "tool_result"), "tool_result")]
+        shell_index = names.index({"codex": "shell", "claude": "Bash", "opencode": "bash"}[agent])
+        assert outputs[shell_index].strip() == fake_llm.SHELL_OUTPUT, outputs  # the command's text, not JSON
+        if agent == "codex":  # the file's text as `cat` printed it
+            assert outputs[names.index("read")] == fake_llm.EDITED_TEXT, outputs
+        assert_whole_diffs(first, agent)
 
 
 def test_permissions_once_always_reject(run: dict[str, Any]) -> None:
@@ -173,7 +219,27 @@ def test_permissions_once_always_reject(run: dict[str, Any]) -> None:
 
 def test_modes_behave_as_named(run: dict[str, Any]) -> None:
     agent = run["agent"]
-    if agent == "codex":
+    if codex_2(run):
+        bypass = case(run, "bypass")
+        assert ["authenticate", "api-key", None] in bypass["settings_sent"]  # only OPENAI_API_KEY set
+        assert ["set_config_option", "mode", "agent-full-access"] in bypass["settings_sent"], bypass["settings_sent"]
+        assert ["set_config_option", "reasoning_effort", "high"] in bypass["settings_sent"]
+        assert bypass["permissions_answered"] == [] and not of_type(bypass, "permission.requested")
+        assert {r["effort"] for r in bypass["llm_requests"]} == {"high"}  # variant -> reasoning effort
+        assert bypass["info"]["agentMode"] == "build" and bypass["info"]["variant"] == "high"
+        # default and acceptEdits leave codex on its own default ("auto review"): these edits pass unasked.
+        for name in ("default", "accept_edits"):
+            result = case(run, name)
+            assert not any(s[0] == "set_config_option" and s[1] == "mode" for s in result["settings_sent"])
+            assert result["files"].get(fake_llm.FILE_NAME) == fake_llm.EDITED_TEXT
+            assert not of_type(result, "permission.requested")
+        plan = case(run, "plan")
+        assert ["set_config_option", "mode", "read-only"] in plan["settings_sent"]
+        assert all(r["prompt"].startswith(PLAN_PREFIX) for r in plan["llm_requests"] if r["tools"])
+        assert of_type(plan, "permission.requested"), "read-only asks before writing"
+        assert fake_llm.FILE_NAME not in plan["files"]
+        assert "turbo" in case(run, "unknown_variant")["create"]["body"]["detail"]
+    elif agent == "codex":
         bypass = case(run, "bypass")  # codex's default config starts read-only: bypass must change that
         assert ["authenticate", "openai-api-key", None] in bypass["settings_sent"]  # only OPENAI_API_KEY set
         assert ["set_config_option", "mode", "full-access"] in bypass["settings_sent"], bypass["settings_sent"]
@@ -195,6 +261,15 @@ def test_modes_behave_as_named(run: dict[str, Any]) -> None:
         assert ["set_config_option", "mode", "acceptEdits"] in accept["settings_sent"], accept["settings_sent"]
         # plan is claude's own plan mode (what the model does in it is up to the model).
         assert ["set_config_option", "mode", "plan"] in case(run, "plan")["settings_sent"]
+        # default is claude's `default` (it asks), set explicitly: since 0.101 its own start mode is `auto`.
+        assert ["set_config_option", "mode", "default"] in case(run, "once")["settings_sent"]
+        bypass = case(run, "bypass")
+        if os.geteuid() == 0:  # claude refuses to skip permissions as root: a 400, as legacy
+            assert bypass["create"]["status"] == 400 and "root" in bypass["create"]["body"]["detail"]
+        else:
+            assert ["set_config_option", "mode", "bypassPermissions"] in bypass["settings_sent"]
+            assert not of_type(bypass, "permission.requested")
+            assert bypass["files"].get(fake_llm.FILE_NAME) == fake_llm.EDITED_TEXT
     else:
         plan = case(run, "plan")
         assert ["set_config_option", "mode", "plan"] in plan["settings_sent"]

@@ -17,23 +17,25 @@ from typing import Any
 import pytest
 
 from tests.realagents import fake_llm
-from tests.realagents.agents import RECIPES, AgentUnavailable, install
+from tests.realagents.agents import RECIPES, AgentUnavailable, chosen, install
 from tests.realagents.netns import driver_report, isolation, opted_out, unavailable
 
 DRIVER_TIMEOUT = 240.0
 
 
-def run_driver(agent: str, out: Path) -> dict[str, Any]:
+def run_driver(agent: str, out: Path, extra: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     opted_out()
     iso = isolation()
     if not iso.available:
         unavailable(iso.reason)
     try:
-        command = install(RECIPES[agent])
+        command = install(chosen(RECIPES[agent]))
     except AgentUnavailable as exc:
         unavailable(f"{agent} not installable: {exc}")
     argv = [sys.executable, "-m", "tests.realagents.driver", "--agent", agent]
     argv += ["--agent-command", json.dumps(command), "--out", str(out)]
+    for name, body in (extra or {}).items():
+        argv += ["--extra", f"{name}={json.dumps(body)}"]
     return driver_report(argv, out, DRIVER_TIMEOUT)
 
 
@@ -137,3 +139,53 @@ def test_agent_permissions_are_answered_through_the_bridge(real: dict[str, Any])
     assert all(answer["status"] == 204 for answer in real["permissions_answered"]), real["permissions_answered"]
     resolved = {e["data"]["permission_id"] for e in of_type(real, "permission.resolved")}
     assert {e["data"]["permission_id"] for e in requested} <= resolved
+
+
+# gemini through `profile = "gemini"`: the asked model and the legacy permission modes take effect.
+GEMINI_SESSIONS = {
+    "model": {"model": "gemini-3.8-flash"},
+    "accept_edits": {"permissionMode": "acceptEdits"},
+    "bypass": {"permissionMode": "bypass"},
+    "default": {},
+}
+
+
+@pytest.fixture(scope="module")
+def gemini(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("gemini-modes") / "report.json"
+    report = run_driver("gemini", out, GEMINI_SESSIONS)
+    assert set(report.get("extra", {})) == set(GEMINI_SESSIONS), report.get("extra")
+    return report
+
+
+def test_gemini_runs_the_asked_model(gemini: dict[str, Any]) -> None:
+    result = gemini["extra"]["model"]
+    assert result["create"]["status"] == 200, result["create"]
+    assert result["info"]["model"] == "gemini-3.8-flash"
+    assert ["session/set_model", {"sessionId": result["info"]["nativeSessionId"], "modelId": "gemini-3.8-flash"}] in [
+        [m, {k: v for k, v in p.items() if k in ("sessionId", "modelId")}] for m, p in result["settings_sent"]
+    ], result["settings_sent"]
+    asked = {r["model"] for r in result["llm_requests"] if r["tools"]}
+    assert asked == {"gemini-3.8-flash"}, asked
+
+
+def test_gemini_permission_modes_take_effect(gemini: dict[str, Any]) -> None:
+    for name, mode in (("accept_edits", "autoEdit"), ("bypass", "yolo")):
+        result = gemini["extra"][name]
+        assert result["create"]["status"] == 200, result["create"]
+        modes = [p.get("modeId") for m, p in result["settings_sent"] if m == "session/set_mode"]
+        assert modes == [mode], (name, result["settings_sent"])
+        assert not of_type(result, "permission.requested"), name  # nothing asked: every reply would reject
+        assert result["file"] == fake_llm.EDITED_TEXT, (name, result["file"])
+    # default: gemini's own default mode asks, and the rejected write leaves no file.
+    default = gemini["extra"]["default"]
+    assert of_type(default, "permission.requested") and default["file"] is None
+
+
+def test_gemini_tool_names_are_stable(gemini: dict[str, Any]) -> None:
+    result = gemini["extra"]["bypass"]
+    names = [p["name"] for p in parts(completed_items(result, "tool_call"), "tool_call")]
+    assert names == ["edit", "edit", "shell"], names  # not the per-call titles ("echo fake-shell-ok")
+    for result in gemini["extra"].values():
+        kinds = {e["type"] for e in result.get("events", [])}
+        assert not kinds & {"error", "agent.unparsed"}, kinds

@@ -58,7 +58,14 @@ def style_for(transcript: Path) -> ToolStyle:
     if not name.startswith("legacy-"):
         return DEFAULT_STYLE
     profile = PROFILES[name.removeprefix("legacy-")]
-    return ToolStyle(dict(profile.tool_names), profile.title_names, profile.output_fields, profile.patch_fields)
+    return ToolStyle(
+        dict(profile.tool_names),
+        profile.title_names,
+        profile.output_fields,
+        profile.patch_fields,
+        dict(profile.tool_aliases),
+        profile.kind_named_tools,
+    )
 
 
 @dataclass

@@ -9,6 +9,7 @@ tests turn into a skip.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -159,8 +160,45 @@ RECIPES: dict[str, AgentRecipe] = {
 }
 
 
+VERSIONS_VAR = "ACP_BRIDGE_TEST_AGENT_VERSIONS"
+
+
+def asked_version(name: str) -> str | None:
+    """The version ``ACP_BRIDGE_TEST_AGENT_VERSIONS`` asks for an agent: ``latest`` (all agents), or
+    ``codex=2.5.0,gemini=latest`` (per agent); None when it names none for this one."""
+    wanted = None
+    for entry in os.environ.get(VERSIONS_VAR, "").split(","):
+        agent, _, version = entry.strip().rpartition("=")
+        if version and agent in ("", name):
+            wanted = version
+    return wanted
+
+
+def published_version(package: str) -> str:
+    """The newest published version of an npm package; AgentUnavailable when npm cannot tell."""
+    npm = shutil.which("npm")
+    if npm is None:
+        raise AgentUnavailable("npm is not installed: cannot ask for the newest version")
+    try:
+        done = subprocess.run([npm, "view", package, "version"], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired as exc:
+        raise AgentUnavailable(f"npm view {package} version did not answer") from exc
+    if done.returncode != 0 or not done.stdout.strip():
+        raise AgentUnavailable(f"npm view {package} version failed: {(done.stderr or done.stdout).strip()[-500:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def chosen(recipe: AgentRecipe) -> AgentRecipe:
+    """The recipe at the version ``ACP_BRIDGE_TEST_AGENT_VERSIONS`` asks for (default: its own)."""
+    wanted = asked_version(recipe.name)
+    if wanted == "latest":
+        wanted = published_version(recipe.package)
+    return dataclasses.replace(recipe, version=wanted) if wanted else recipe
+
+
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` across processes (test runs of other checkouts share the cache)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -174,7 +212,7 @@ def install(recipe: AgentRecipe, root: Path | None = None, timeout: float = INST
     """Install ``recipe`` (once; later calls reuse it) and return the argv that starts the agent."""
     root = root or cache_root()
     prefix = recipe.prefix(root)
-    with _locked(root / f".{recipe.name}.lock"):
+    with locked(root / f".{recipe.name}.lock"):
         if recipe.installed(root):
             return recipe.command(root)
         npm = shutil.which("npm")

@@ -77,8 +77,17 @@ def marked_pids(marker: str) -> list[int]:
 
 
 class Run:
-    def __init__(self, recipe: AgentRecipe, command: list[str], root: Path, prompts: list[str], slow_end: bool) -> None:
+    def __init__(
+        self,
+        recipe: AgentRecipe,
+        command: list[str],
+        root: Path,
+        prompts: list[str],
+        slow_end: bool,
+        extra: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
         self.recipe = recipe
+        self.extra = extra or {}
         self.command = command
         self.root = root
         self.prompts = prompts
@@ -110,8 +119,10 @@ class Run:
             bridge_env = {"ACP_BRIDGE_TRANSCRIPT_DIR": str(self.transcripts)}
             bridge = start_bridge(self.root, "--agents-file", str(agents_file), env=bridge_env, cwd=self.work)
             self._timed("bridge_start", started)
-            with httpx.Client(base_url=bridge.url, timeout=30.0) as client:
+            with httpx.Client(base_url=bridge.url, timeout=60.0) as client:
                 self._session(client, bridge)
+                for name, body in self.extra.items():
+                    self.report.setdefault("extra", {})[name] = self._extra_session(client, llm, name, body)
         except Exception as exc:
             self.report["failure"] = f"{type(exc).__name__}: {exc}"
         finally:
@@ -166,24 +177,70 @@ class Run:
         page = client.get(f"/v1/sessions/{self.session_id}/events", params={"offset": 0, "limit": 100000})
         self.report["events"] = page.json().get("events", [])
 
-    def _follow(self, client: httpx.Client, offset: int, answered: list[dict[str, Any]], until: str) -> int:
+    def _extra_session(
+        self, client: httpx.Client, llm: FakeLLMServer, name: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        """One more session, created with ``body``'s fields (a model, a permission mode), that writes
+        and edits the file; every permission is rejected, so the file is there only if nothing asked."""
+        work = self.work / name
+        work.mkdir(parents=True, exist_ok=True)
+        session_id = f"{self.session_id}-{name}"
+        first = len(llm.log.entries)
+        created = client.post(
+            f"/v1/sessions/{session_id}", json={"agent": self.recipe.name, "directory": str(work), **body}
+        )
+        result: dict[str, Any] = {"create": {"status": created.status_code, "body": created.json()}}
+        if created.status_code != 200:
+            return result
+        prompt = f"[scenario:write,edit,shell dir={work}] Follow the scripted steps."
+        answered: list[dict[str, Any]] = []
+        if client.post(f"/v1/sessions/{session_id}/messages", json={"message": prompt}).status_code == 204:
+            self._follow(client, 0, answered, until="turn.ended", session_id=session_id, reply="reject")
+        sessions = client.get("/v1/sessions").json()["sessions"]
+        result["info"] = next((s for s in sessions if s["sessionId"] == session_id), None)
+        result["terminate_status"] = client.post(f"/v1/sessions/{session_id}/terminate").status_code
+        page = client.get(f"/v1/sessions/{session_id}/events", params={"offset": 0, "limit": 100000})
+        result["events"] = page.json().get("events", [])
+        result["permissions_answered"] = answered
+        result["llm_requests"] = llm.log.entries[first:]
+        path = work / "hello.txt"
+        result["file"] = path.read_text() if path.exists() else None
+        sent = []
+        transcript = self.transcripts / f"{session_id}.jsonl"
+        for line in transcript.read_text().splitlines() if transcript.exists() else []:
+            record = json.loads(line)
+            if record["dir"] == "client->agent" and str(record["msg"].get("method", "")).startswith("session/set_"):
+                sent.append([record["msg"]["method"], record["msg"].get("params")])
+        result["settings_sent"] = sent
+        return result
+
+    def _follow(
+        self,
+        client: httpx.Client,
+        offset: int,
+        answered: list[dict[str, Any]],
+        until: str,
+        session_id: str | None = None,
+        reply: str = "once",
+    ) -> int:
         """Read SSE from ``offset`` until an ``until`` event (or the session's end); answer permissions."""
+        session_id = session_id or self.session_id
         deadline = time.monotonic() + TURN_TIMEOUT
-        url = f"/v1/sessions/{self.session_id}/events/sse"
+        url = f"/v1/sessions/{session_id}/events/sse"
         with client.stream("GET", url, params={"offset": offset}, timeout=httpx.Timeout(TURN_TIMEOUT)) as response:
             for event in iter_sse(response):
                 offset = max(offset, int(event["sequence"]))
                 kind = event["type"]
                 if kind == "permission.requested":
-                    answered.append(self._answer(client, event["data"]))
+                    answered.append(self._answer(client, event["data"], session_id, reply))
                 if kind == until or kind == "session.ended" or time.monotonic() > deadline:
                     break
         return offset
 
-    def _answer(self, client: httpx.Client, data: dict[str, Any]) -> dict[str, Any]:
+    def _answer(self, client: httpx.Client, data: dict[str, Any], session_id: str, reply_with: str) -> dict[str, Any]:
         pid = data.get("permission_id")
-        url = f"/v1/sessions/{self.session_id}/permissions/{quote(str(pid), safe='')}/reply"
-        reply = client.post(url, json={"reply": "once"})
+        url = f"/v1/sessions/{session_id}/permissions/{quote(str(pid), safe='')}/reply"
+        reply = client.post(url, json={"reply": reply_with})
         return {"permission_id": pid, "action": data.get("action"), "status": reply.status_code}
 
     def _collect_transcript(self) -> None:
@@ -213,6 +270,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--root", type=Path, help="work here instead of a fresh temp dir (kept)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir")
     parser.add_argument("--out", type=Path, help="write the report here instead of stdout")
+    parser.add_argument(
+        "--extra", action="append", default=[], help="NAME=JSON: one more session created with these fields"
+    )
     args = parser.parse_args(argv)
     recipe = RECIPES[args.agent]
 
@@ -220,7 +280,8 @@ def main(argv: list[str] | None = None) -> None:
         work = root / "work"
         default = f"[scenario:{','.join(recipe.steps)} dir={{dir}}] Follow the scripted steps."
         prompts = [p.replace("{dir}", str(work)) for p in (args.prompt or [default])]
-        return Run(recipe, json.loads(args.agent_command), root, prompts, args.slow_end).execute()
+        extra = {name: json.loads(body) for name, _, body in (e.partition("=") for e in args.extra)}
+        return Run(recipe, json.loads(args.agent_command), root, prompts, args.slow_end, extra).execute()
 
     run_driver(f"acp-real-{recipe.name}-", execute, args.out, keep=args.keep, root=args.root)
 

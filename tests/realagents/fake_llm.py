@@ -148,6 +148,43 @@ def tool_call_for(action: str, directory: str, tools: dict[str, dict[str, Any]])
     return ToolCall(name, fill_arguments(tools[name], values))
 
 
+CODE_MODE_TOOL = "exec"
+_NESTED = re.compile(r"^### `([A-Za-z0-9_]+)`", re.MULTILINE)
+
+
+def code_mode_tools(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
+    """The tools nested in codex's code-mode ``exec`` (``additional_tools`` input items), each with
+    the schema the script's arguments are filled from; None when the request is not in code mode."""
+    for item in items:
+        if item.get("type") != "additional_tools":
+            continue
+        stack = list(item.get("tools") or [])
+        while stack:
+            tool = stack.pop()
+            if not isinstance(tool, dict):
+                continue
+            stack.extend(tool.get("tools") or [])
+            if tool.get("type") == "custom" and tool.get("name") == CODE_MODE_TOOL:
+                names = _NESTED.findall(str(tool.get("description") or ""))
+                return {name: _NESTED_SCHEMAS.get(name, {}) for name in names}
+    return None
+
+
+# The nested tools' arguments, as their TypeScript declarations in the description give them.
+_NESTED_SCHEMAS: dict[str, dict[str, Any]] = {
+    "exec_command": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]},
+}
+
+
+def code_mode_source(call: ToolCall) -> str:
+    """The JavaScript that makes ``call`` from inside ``exec`` and returns its output as text."""
+    argument = call.arguments.get("input") if call.name == "apply_patch" else call.arguments
+    return (
+        f"const result = await tools.{call.name}({json.dumps(argument)});\n"
+        'text(typeof result === "string" ? result : result.output ?? JSON.stringify(result));\n'
+    )
+
+
 def apply_patch_text(action: str, target: str) -> str:
     """codex's patch language: add the file, or change its second line."""
     if action == "write":
@@ -291,6 +328,8 @@ class ClientGone(Exception):
 
 
 class Handler(BaseHTTPRequestHandler):
+    path_model: str | None = None
+
     protocol_version = "HTTP/1.1"
     server: FakeLLMServer
 
@@ -354,6 +393,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         path = urlsplit(self.path).path
         body = self._body()
+        # Gemini names the model in the path (/v1beta/models/<model>:streamGenerateContent).
+        self.path_model = path.rsplit("/models/", 1)[-1].split(":", 1)[0] if "/models/" in path else None
         try:
             if path.endswith("/messages/count_tokens"):
                 self._json({"input_tokens": max(1, len(json.dumps(body)) // 4)})
@@ -389,7 +430,7 @@ class Handler(BaseHTTPRequestHandler):
             {
                 "api": api,
                 "prompt": prompt[:500],  # the user message holding the directive
-                "model": body.get("model"),
+                "model": body.get("model") or self.path_model,
                 "effort": effort,
                 "tools": sorted(tools),
                 "calls_done": calls_done,
@@ -623,6 +664,11 @@ class Handler(BaseHTTPRequestHandler):
                 if tool.get("type") == "custom":
                     custom.add(name)
         items = [i for i in body.get("input") or [] if isinstance(i, dict)]
+        # codex's default model runs tools from JavaScript: its only tool is a custom `exec`, offered
+        # in an `additional_tools` input item, whose description lists the nested tools.
+        nested = code_mode_tools(items) if not tools else None
+        if nested:
+            tools = nested
         directive, calls_done, prompt = None, 0, ""
         call_types = ("function_call", "custom_tool_call", "local_shell_call")
         for index in range(len(items) - 1, -1, -1):
@@ -633,6 +679,9 @@ class Handler(BaseHTTPRequestHandler):
                     calls_done = sum(1 for i in items[index + 1 :] if i.get("type") in call_types)
                     break
         reply = next_reply(directive, calls_done, tools)
+        if nested and reply.call is not None:
+            reply.call = ToolCall(CODE_MODE_TOOL, {"input": code_mode_source(reply.call)})
+            custom.add(CODE_MODE_TOOL)
         outputs = [i for i in items if str(i.get("type", "")).endswith("_output")]
         last = _output_text(outputs[-1].get("output")) if outputs and items and items[-1] is outputs[-1] else ""
         self._record("responses", tools, calls_done, reply, last, body, prompt)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -37,8 +38,9 @@ from urllib.parse import quote
 
 import httpx
 
+from app.agents.profiles import PROFILES, version_key
 from tests.realagents import agents
-from tests.realagents.agents import cache_root
+from tests.realagents.agents import AgentUnavailable, asked_version, cache_root, published_version
 from tests.realagents.fake_llm import FakeLLMServer
 from tests.realagents.netns import isolation, opted_out, run_driver, unavailable
 from tests.realagents.record import GOLDEN, normalise
@@ -48,9 +50,46 @@ TURN_TIMEOUT = 90.0
 STEPS = "[scenario:{steps} dir={dir}] Follow the scripted steps."
 
 
-def install_dir() -> Path:
-    """Where the bridge installs the legacy agents in these tests: kept between runs."""
-    return cache_root().parent / "bin"
+# Set by the driver: "0" while it runs a codex-acp 0.x (codex 0.137), whose configuration differs.
+CODEX_GENERATION = "ACP_BRIDGE_TEST_CODEX_GENERATION"
+
+
+def wanted_version(agent: str) -> str:
+    """The version of a legacy agent these tests run: the one the bridge installs by default (the
+    newest tested), or what ``ACP_BRIDGE_TEST_AGENT_VERSIONS`` says: ``latest`` (the newest published,
+    asked of npm), or ``codex=2.5.0,claude=latest``."""
+    npm = PROFILES[agent].npm
+    assert npm is not None, agent
+    wanted = asked_version(agent) or npm.version
+    if wanted == "latest":
+        try:
+            wanted = published_version(npm.package)
+        except AgentUnavailable as exc:
+            unavailable(str(exc))
+    return wanted
+
+
+def install_dir(agent: str, version: str) -> Path:
+    """Where the bridge installs one version of a legacy agent in these tests: kept between runs, one
+    install dir per version (runs of other versions, or of other checkouts, leave it alone)."""
+    return cache_root().parent / "bin-by-version" / f"{agent}@{version}"
+
+
+def node_dir() -> Path:
+    """Where the bridge puts its own Node.js (an adapter may need a newer one than the system's)."""
+    return cache_root().parent / "node"
+
+
+def link_cache(data: Path, agent: str, version: str) -> None:
+    """A bridge data dir whose install dir and on-demand Node.js are the kept ones of the test cache."""
+    data.mkdir(parents=True, exist_ok=True)
+    for name, target in (("bin", install_dir(agent, version)), ("node", node_dir())):
+        target.mkdir(parents=True, exist_ok=True)
+        (data / name).symlink_to(target, target_is_directory=True)
+
+
+# Bridges of these tests bring their own Node.js when an adapter needs a newer one than the system's.
+BRIDGE_ENV = {"ACP_BRIDGE_NODE_ON_DEMAND": "1"}
 
 
 @dataclass(slots=True)
@@ -71,9 +110,12 @@ def codex_env(home: Path, llm: str, config: str = "user") -> dict[str, str]:
     codex_home.mkdir(parents=True, exist_ok=True)
     # As a user with only an API key: the built-in OpenAI provider, its address moved to the fake.
     lines = [f'openai_base_url = "{llm}/v1"', "check_for_update_on_startup = false"]
-    if config == "ask":
+    if config == "ask" and os.environ.get(CODEX_GENERATION) == "0":
         # Ask before patches and commands, run them unsandboxed (codex's sandbox needs bubblewrap).
         lines += ['approval_policy = "untrusted"', 'sandbox_mode = "danger-full-access"']
+    elif config == "ask":
+        # codex 0.166 (codex-acp 2.x) refuses "untrusted": start read-only, asking before edits.
+        lines += ['approval_policy = "on-request"', 'sandbox_mode = "read-only"']
     lines += ["[analytics]", "enabled = false"]
     (codex_home / "config.toml").write_text("\n".join(lines) + "\n")
     tmp = home / "tmp"
@@ -126,6 +168,14 @@ class LegacyAgent:
     env: Any
     key: str  # the variable that holds its key (left out for the missing-key check)
     cases: tuple[Case, ...]
+    # The cases of versions before 1.0, where they differ (codex-acp 0.x: other modes and config).
+    cases_0: tuple[Case, ...] | None = None
+
+    def cases_for(self, version: str) -> tuple[Case, ...]:
+        key = version_key(version)
+        if self.cases_0 is not None and key is not None and key < (1, 0, 0):
+            return self.cases_0
+        return self.cases
 
 
 AGENTS: dict[str, LegacyAgent] = {
@@ -133,6 +183,21 @@ AGENTS: dict[str, LegacyAgent] = {
         "codex",
         codex_env,
         "OPENAI_API_KEY",
+        # codex-acp 2.x: the default model runs its tools from JavaScript (code mode); the agent's own
+        # default mode ("auto review") asks for nothing here, read-only (legacy plan) before each edit.
+        (
+            Case(
+                "bypass", {"permissionMode": "bypass", "model": "gpt-5.5", "variant": "high"}, "write,edit,read,shell"
+            ),
+            Case("default", {}, "think,write,edit,read,shell"),
+            Case("accept_edits", {"permissionMode": "acceptEdits"}, "write,edit"),
+            Case("plan", {"permissionMode": "plan"}, "write", reply="reject"),
+            Case("unknown_model", {"model": "no-such-model"}, None),
+            Case("unknown_variant", {"variant": "turbo"}, None),
+            Case("once", {"permissionMode": "plan", "model": "gpt-6.1-sol"}, "write,edit,read,shell", reply="once"),
+            Case("always", {"permissionMode": "plan"}, "write,edit", reply="always"),
+            Case("reject", {"permissionMode": "plan"}, "write", reply="reject"),
+        ),
         (
             Case(
                 "bypass", {"permissionMode": "bypass", "model": "gpt-5.4", "variant": "high"}, "write,edit,read,shell"
@@ -155,6 +220,8 @@ AGENTS: dict[str, LegacyAgent] = {
             Case("reject", {}, "write", reply="reject"),
             Case("accept_edits", {"permissionMode": "acceptEdits"}, "write,edit"),
             Case("plan", {"permissionMode": "plan"}, "write", reply="reject"),
+            # Refused as root (claude will not skip permissions with root privileges), as legacy did.
+            Case("bypass", {"permissionMode": "bypass"}, "write,edit"),
             Case("unknown_model", {"model": "gpt-4o"}, None),
         ),
     ),
@@ -174,25 +241,25 @@ AGENTS: dict[str, LegacyAgent] = {
 
 
 class Driver:
-    def __init__(self, agent: LegacyAgent, root: Path) -> None:
+    def __init__(self, agent: LegacyAgent, root: Path, version: str) -> None:
         self.agent = agent
+        self.version = version
+        self.cases = agent.cases_for(version)
         self.root = root
         self.home = root / "home"
         self.work = root / "work"
         self.data = root / "data"
         self.transcripts = root / "transcripts"
-        self.report: dict[str, Any] = {"agent": agent.id, "cases": {}, "timings": {}}
+        self.report: dict[str, Any] = {"agent": agent.id, "version": version, "cases": {}, "timings": {}}
 
     def _timed(self, name: str, started: float) -> None:
         self.report["timings"][name] = round(time.monotonic() - started, 3)
 
     def execute(self) -> dict[str, Any]:
-        for d in (self.home, self.work, self.data, self.transcripts):
+        for d in (self.home, self.work, self.transcripts):
             d.mkdir(parents=True, exist_ok=True)
         # The install dir lives in the test cache: the first run installs with npm, later runs reuse it.
-        shared_bin = install_dir()
-        shared_bin.mkdir(parents=True, exist_ok=True)
-        (self.data / "bin").symlink_to(shared_bin, target_is_directory=True)
+        link_cache(self.data, self.agent.id, self.version)
         llm = FakeLLMServer(self.root / "llm.jsonl").start()
         try:
             self._without_key(self.agent.env(self.home, llm.base_url))
@@ -205,7 +272,12 @@ class Driver:
         return self.report
 
     def _bridge(self, env: dict[str, str]) -> Bridge:
-        bridge_env = {**env, "ACP_BRIDGE_TRANSCRIPT_DIR": str(self.transcripts), "ACP_BRIDGE_INSTALL_TIMEOUT": "300"}
+        bridge_env = {
+            **env,
+            **BRIDGE_ENV,
+            "ACP_BRIDGE_TRANSCRIPT_DIR": str(self.transcripts),
+            "ACP_BRIDGE_INSTALL_TIMEOUT": "300",
+        }
         return start_bridge(self.root, env=bridge_env, data_dir=self.data, cwd=self.work)
 
     def _without_key(self, env: dict[str, str]) -> None:
@@ -231,10 +303,10 @@ class Driver:
             bridge.stop()
 
     def _with_key(self, llm: FakeLLMServer) -> None:
-        configs = list(dict.fromkeys(case.config for case in self.agent.cases))
+        configs = list(dict.fromkeys(case.config for case in self.cases))
         for number, config in enumerate(configs):
             env = self.agent.env(self.home, llm.base_url, config)
-            cases = [case for case in self.agent.cases if case.config == config]
+            cases = [case for case in self.cases if case.config == config]
             self._run_cases(env, llm, cases, first=number == 0)
 
     def _run_cases(self, env: dict[str, str], llm: FakeLLMServer, cases: list[Case], *, first: bool) -> None:
@@ -256,7 +328,7 @@ class Driver:
                     self._timed(f"case_{case.name}", started)
                     result["llm_requests"] = llm.log.entries[first:]
                     self.report["cases"][case.name] = result
-                    if case is self.agent.cases[0]:
+                    if case is self.cases[0]:
                         self.report["models_after"] = client.get(f"/v1/agents/{self.agent.id}/models").json()
                         self.report["modes_after"] = client.get(f"/v1/agents/{self.agent.id}/modes").json()
         finally:
@@ -345,20 +417,26 @@ def record_transcript(agent: str, root: Path) -> Path:
     return target
 
 
-def install_outside(agent: str, timeout: float = 600.0) -> dict[str, Any]:
+def install_outside(agent: str, version: str, timeout: float = 600.0) -> dict[str, Any]:
     """``POST /v1/agents/{agent}/install`` on a bridge outside the namespace (npm needs the registry),
     into the kept install dir; the driver's own install call then finds the agent installed."""
-    root = Path(tempfile.mkdtemp(prefix=f"acp-legacy-install-{agent}-")).resolve()
-    shared_bin = install_dir()
-    shared_bin.mkdir(parents=True, exist_ok=True)
-    (root / "data").mkdir()
-    (root / "data" / "bin").symlink_to(shared_bin, target_is_directory=True)
-    bridge = start_bridge(root, env={"ACP_BRIDGE_INSTALL_TIMEOUT": str(int(timeout))}, data_dir=root / "data")
+    with agents.locked(cache_root().parent / f".install-{agent}@{version}.lock"):  # one install per version
+        return _install_outside(agent, version, timeout)
+
+
+def _install_outside(agent: str, version: str, timeout: float) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix=f"acp-legacy-install-{agent}-{os.getpid()}-")).resolve()
+    link_cache(root / "data", agent, version)
+    env = {**BRIDGE_ENV, "ACP_BRIDGE_INSTALL_TIMEOUT": str(int(timeout))}
+    bridge = start_bridge(root, env=env, data_dir=root / "data")
     try:
         started = time.monotonic()
         with httpx.Client(base_url=bridge.url, timeout=timeout + 30) as client:
-            answer = client.post(f"/v1/agents/{agent}/install", json={})
+            body = {} if version == PROFILES[agent].npm.version else {"agentVersion": version}  # type: ignore[union-attr]
+            answer = client.post(f"/v1/agents/{agent}/install", json=body)
+            info = next(a for a in client.get("/v1/agents").json()["agents"] if a["id"] == agent)
         return {
+            "agent_info": info,
             "status": answer.status_code,
             "body": answer.text[-3000:],
             "seconds": round(time.monotonic() - started, 1),
@@ -368,7 +446,7 @@ def install_outside(agent: str, timeout: float = 600.0) -> dict[str, Any]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def ready(agent: str) -> dict[str, Any]:
+def ready(agent: str, version: str | None = None) -> dict[str, Any]:
     """Before a test's driver runs a legacy agent: not opted out, a loopback-only namespace, npm and
     node, the agent installed (``install_outside``, whose answer this is). Else the test fails (or
     skips) with the reason."""
@@ -378,7 +456,7 @@ def ready(agent: str) -> dict[str, Any]:
         unavailable(iso.reason)
     if shutil.which("npm") is None or shutil.which("node") is None:
         unavailable(f"npm/node are not installed: the {agent} agent is an npm package")
-    installed = install_outside(agent)
+    installed = install_outside(agent, version or wanted_version(agent))
     if installed["status"] != 204:
         unavailable(f"{agent} could not be installed: {installed['body'][-1500:]}")
     return installed
@@ -390,10 +468,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help="write the report here instead of stdout")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir")
     parser.add_argument("--record", action="store_true", help="write the golden transcript of the once case")
+    parser.add_argument("--version", help="the installed version to run (default: the tested one)")
     args = parser.parse_args(argv)
 
     def execute(root: Path) -> dict[str, Any]:
-        report = Driver(AGENTS[args.agent], root).execute()
+        version = args.version or wanted_version(args.agent)
+        key = version_key(version)
+        os.environ[CODEX_GENERATION] = "0" if key is not None and key < (1, 0, 0) else "2"
+        report = Driver(AGENTS[args.agent], root, version).execute()
         report["root"] = str(root)
         if args.record:
             report["recorded"] = str(record_transcript(args.agent, root))

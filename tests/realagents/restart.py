@@ -33,7 +33,7 @@ import httpx
 
 from app.agents.install import installed_command
 from tests.realagents.fake_llm import FakeLLMServer
-from tests.realagents.legacy import AGENTS, install_dir
+from tests.realagents.legacy import AGENTS, install_dir, link_cache, wanted_version
 from tests.realagents.netns import run_driver
 from tests.support import Bridge, descendants, iter_sse, pid_alive, start_bridge, wait_until
 
@@ -55,6 +55,7 @@ class Driver:
         self.agent = AGENTS[agent]
         self.agent_id = f"{agent}-hidden" if hide else agent
         self.hide = hide
+        self.version = wanted_version(self.agent.id)
         self.root = root
         self.home = root / "home"
         self.work = root / "work"
@@ -62,11 +63,9 @@ class Driver:
         self.report: dict[str, Any] = {"agent": self.agent_id, "stages": [], "timings": {}}
 
     def execute(self) -> dict[str, Any]:
-        for d in (self.home, self.work, self.data):
+        for d in (self.home, self.work):
             d.mkdir(parents=True, exist_ok=True)
-        shared_bin = install_dir()
-        shared_bin.mkdir(parents=True, exist_ok=True)
-        (self.data / "bin").symlink_to(shared_bin, target_is_directory=True)
+        link_cache(self.data, self.agent.id, self.version)
         llm = FakeLLMServer(self.root / "llm.jsonl").start()
         bridge: Bridge | None = None
         started = time.monotonic()
@@ -121,9 +120,10 @@ class Driver:
         """The agent behind the capability-hiding proxy, as an agents-file agent with its profile."""
         path = self.root / "agents.toml"
         if not path.exists():
-            command = installed_command(install_dir(), self.agent.id)
+            folder = install_dir(self.agent.id, self.version)
+            command = installed_command(folder, self.agent.id)
             if command is None:
-                raise RuntimeError(f"{self.agent.id} is not installed in {install_dir()}")
+                raise RuntimeError(f"{self.agent.id} is not installed in {folder}")
             argv = [sys.executable, str(HIDE), str(self.hide), "--", *command]
             lines = [f"[agents.{json.dumps(self.agent_id)}]", f"command = {json.dumps(argv)}"]
             lines.append(f"profile = {json.dumps(self.agent.id)}")

@@ -4,12 +4,13 @@ names and output. The real agents themselves run in tests/e2e/test_legacy_agents
 from __future__ import annotations
 
 import asyncio
+import copy
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from app.agents.install import ADAPTERS
+from app.agents.install import ADAPTERS, node_satisfies
 from app.agents.profiles import LEGACY_IDS, PROFILES
 from app.agents.registry import AgentRegistry, AgentsFileError, AgentSpec, load_agents_file
 from app.errors import InvalidRequest, ModeNotSupported
@@ -62,7 +63,15 @@ def run_configure(agent: str, cfg: SessionConfig, new_session: dict[str, Any]) -
 def test_every_legacy_id_has_a_profile_and_the_installable_ones_an_npm_package() -> None:
     assert set(LEGACY_IDS) <= set(PROFILES)
     assert set(ADAPTERS) == {"claude", "codex", "opencode"}
-    assert ADAPTERS["codex"].native and ADAPTERS["opencode"].run_scripts
+    assert ADAPTERS["opencode"].run_scripts
+    # Today's names; versions from before the move come from the old scope (codex 0.x as a binary).
+    codex, claude = ADAPTERS["codex"], ADAPTERS["claude"]
+    assert codex.spec(codex.version) == "@agentclientprotocol/codex-acp@2.6.0"
+    assert codex.spec("0.16.0") == "@zed-industries/codex-acp@0.16.0" and codex.natives
+    assert codex.spec("latest") == "@agentclientprotocol/codex-acp@latest"
+    assert claude.spec(claude.version) == "@agentclientprotocol/claude-agent-acp@0.101.0"
+    assert claude.spec("0.23.1") == "@zed-industries/claude-agent-acp@0.23.1"
+    assert claude.spec("0.24.0") == "@agentclientprotocol/claude-agent-acp@0.24.0"
 
 
 def test_agents_file_entries_take_a_profile(tmp_path: Path) -> None:
@@ -285,3 +294,127 @@ def test_error_events_carry_the_agents_own_message() -> None:
     assert data["message"] == "stream disconnected: 401 Unauthorized" and data["code"] == "-32603"
     assert rpc_error_data(-32603, "Internal error", "model not found")["message"] == "model not found"
     assert rpc_error_data(-32000, "Authentication required", None)["message"] == "Authentication required"
+
+
+# ---- today's versions: what each agent lists decides -------------------------------------------------
+CODEX_2_MODES = ["read-only", "workspace-write", "agent", "agent-full-access"]
+
+
+def test_codex_2_auth_ids_and_login_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for var in ("OPENAI_API_KEY", "CODEX_API_KEY", "CODEX_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    codex = spec("codex")
+    methods = [{"id": "api-key", "_meta": {"api-key": {"provider": "openai"}}}, {"id": "chat-gpt"}]
+    assert codex.usable_auth_method(methods) is None
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
+    assert codex.usable_auth_method(methods) == "api-key"  # 2.x reads the key from its environment
+    codex.auth_methods = methods
+    assert codex.credentials_available()
+    assert codex.credential_variables()[:2] == ["OPENAI_API_KEY", "CODEX_API_KEY"]  # each named once
+    monkeypatch.delenv("OPENAI_API_KEY")
+    (tmp_path / ".codex").mkdir()
+    (tmp_path / ".codex" / "auth.json").write_text("{}")  # a ChatGPT login
+    assert codex.usable_auth_method(methods) == "chat-gpt"
+    connection = FakeConnection()
+    assert asyncio.run(agent_setup.authenticate(connection, codex, {"authMethods": methods})) == "chat-gpt"
+    assert connection.sent == [("authenticate", {"methodId": "chat-gpt"})]
+
+
+@pytest.mark.parametrize(
+    ("modes", "permission", "expected"),
+    [
+        (CODEX_2_MODES, "bypass", "agent-full-access"),
+        (["read-only", "auto", "full-access"], "bypass", "full-access"),
+        (CODEX_2_MODES, "plan", "read-only"),
+        (CODEX_2_MODES, "default", None),  # the agent's own default (2.x: "agent", auto review)
+        (CODEX_2_MODES, "acceptEdits", None),
+    ],
+)
+def test_codex_modes_map_onto_whichever_the_version_has(modes: list[str], permission: str, expected: str) -> None:
+    new_session = {"configOptions": [option("mode", "mode", modes, modes[0] if expected else "agent")]}
+    if expected == modes[0]:
+        new_session["configOptions"][0]["currentValue"] = "agent"
+    setup, conn = run_configure("codex", config(permission_mode=permission), new_session)
+    assert setup.mode == expected
+    sent = [p.get("value") for m, p in conn.sent if m == "session/set_config_option"]
+    assert sent == ([expected] if expected else [])
+
+
+def test_a_mode_no_candidate_of_which_the_agent_has_is_refused() -> None:
+    new_session = {"configOptions": [option("mode", "mode", ["ask", "code"], "ask")]}
+    with pytest.raises(ModeNotSupported):
+        run_configure("codex", config(permission_mode="bypass"), new_session)
+
+
+def test_gemini_model_through_set_model_and_its_permission_modes() -> None:
+    new_session = {
+        "modes": {"currentModeId": "default", "availableModes": [{"id": m} for m in ("default", "autoEdit", "yolo")]},
+        "models": {
+            "currentModelId": "gemini-2.5-flash",
+            "availableModels": [{"modelId": "gemini-2.5-pro"}, {"modelId": "gemini-3.8-flash"}],
+        },
+    }
+    first = copy.deepcopy(new_session)
+    setup, conn = run_configure("gemini", config(model="gemini-3.8-flash", permission_mode="bypass"), first)
+    assert ("session/set_model", {"sessionId": "native-1", "modelId": "gemini-3.8-flash"}) in conn.sent
+    assert ("session/set_mode", {"sessionId": "native-1", "modeId": "yolo"}) in conn.sent
+    assert setup.model == "gemini-3.8-flash" and setup.mode == "yolo"
+    # The model it already runs (its --model, which it does not list) is no error and sends nothing.
+    setup, conn = run_configure("gemini", config(model="gemini-2.5-flash", permission_mode="acceptEdits"), new_session)
+    assert conn.sent == [("session/set_mode", {"sessionId": "native-1", "modeId": "autoEdit"})]
+
+
+def test_codex_2_names_by_kind_and_output_from_meta() -> None:
+    codex = agent_setup.tool_style(spec("codex"))
+    for kind, name in (("read", "read"), ("execute", "shell"), (None, "shell")):
+        start: dict[str, Any] = {"sessionUpdate": "tool_call", "toolCallId": "c1", "name": "exec_command"}
+        start |= {"title": "cat x", "status": "in_progress", "content": [{"type": "terminal", "terminalId": "c1"}]}
+        if kind:
+            start["kind"] = kind
+        deltas = [
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "c1",
+                "_meta": {key: {"data": text, "terminal_id": "c1"}},
+            }
+            for key, text in (("terminal_output_delta", "fake-"), ("terminal_output", "shell-ok\n"))
+        ]
+        end = {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "c1",
+            "status": "completed",
+            "rawOutput": {"exit_code": 0},
+        }
+        done = translate(codex, [start, *deltas, end])
+        assert done[0]["content"][0]["name"] == name
+        assert done[-1]["content"][0]["output"] == "fake-shell-ok\n"
+    gemini = agent_setup.tool_style(spec("gemini"))
+    done = translate(
+        gemini,
+        [
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "g",
+                "title": "echo hi",
+                "kind": "execute",
+                "status": "completed",
+            }
+        ],
+    )
+    assert done[0]["content"][0]["name"] == "shell"
+
+
+@pytest.mark.parametrize(
+    ("version", "wanted", "ok"),
+    [
+        ((20, 20, 2), ">=22", False),
+        ((24, 19, 0), ">=22", True),
+        ((20, 20, 2), "^20.19.0 || >=22.12", True),
+        ((20, 18, 0), "^20.19.0 || >=22.12", False),
+        ((20, 1, 0), ">=18.0.0 <21", True),
+        ((22, 0, 0), "20.x", False),
+    ],
+)
+def test_node_engines_ranges(version: tuple[int, int, int], wanted: str, ok: bool) -> None:
+    assert node_satisfies(version, wanted) is ok

@@ -154,3 +154,41 @@ def test_the_request_log_keeps_the_user_messages_of_each_api() -> None:
     assert user("responses", {"input": items}) == ["one", "two"]
     contents = [{"role": "user", "parts": [{"text": "one"}]}, {"role": "model", "parts": [{"text": "ok"}]}]
     assert user("gemini", {"contents": contents}) == ["one"]
+
+
+def test_codex_code_mode_gets_javascript_for_the_nested_tool(llm: FakeLLMServer) -> None:
+    """codex 0.166's default model: no top-level tools, one custom `exec` in an `additional_tools` item
+    whose description declares the nested tools; each step is an `exec` call running one of them."""
+    description = "Run JavaScript.\n\n### `apply_patch`\nEdits files.\n\n### `exec_command`\nRuns a command.\n"
+    exec_tool = {"type": "custom", "name": "exec", "description": description, "format": {"type": "grammar"}}
+    tools_item = {
+        "type": "additional_tools",
+        "role": "developer",
+        "tools": [{"type": "namespace", "name": "functions", "tools": [exec_tool]}],
+    }
+    user = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "[scenario:write,shell dir=/w]"}],
+    }
+    body: dict[str, Any] = {"model": "gpt-6.1-sol", "stream": True, "input": [tools_item, user]}
+    calls = []
+    for _ in range(2):
+        events = [
+            json.loads(line[5:])
+            for line in httpx.post(llm.base_url + "/v1/responses", json=body, timeout=10).text.splitlines()
+            if line.startswith("data:")
+        ]
+        call = next(e["item"] for e in events if e["type"] == "response.output_item.done" and "call_id" in e["item"])
+        calls.append(call)
+        body["input"] += [call, {"type": "custom_tool_call_output", "call_id": call["call_id"], "output": "ok"}]
+    assert [c["type"] for c in calls] == ["custom_tool_call", "custom_tool_call"] and {c["name"] for c in calls} == {
+        "exec"
+    }
+    assert (
+        calls[0]["input"].startswith("const result = await tools.apply_patch(")
+        and "*** Add File: /w/hello.txt" in calls[0]["input"]
+    )
+    assert f'tools.exec_command({{"cmd": "{fake_llm.SHELL_COMMAND}"}})' in calls[1]["input"]
+    logged = llm.log.entries[-2:]
+    assert [e["reply"] for e in logged] == ["write", "shell"] and "exec_command" in logged[0]["tools"]
