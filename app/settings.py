@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     agent_kill_grace: float = 1.0
     # Seconds a terminate waits for the agent to answer `session/cancel` before stopping it.
     cancel_grace: float = 0.5
+    # Seconds a terminate waits for the agent to answer ACP `session/close` (sent when the agent
+    # offers it) before stopping it; 0: no `session/close`.
+    session_close_timeout: float = 2.0
     # Seconds a permission request or question waits for a reply before it is denied (0: no limit).
     hitl_timeout: float = 0.0
     # Bytes of agent stderr kept per stderr line (longer lines are cut).

@@ -45,6 +45,8 @@ MEANING: dict[str, str] = {
     "agent_start_timeout": "seconds an agent has for `initialize` and `session/new` before create answers 504",
     "agent_kill_grace": "seconds between SIGTERM and SIGKILL when an agent's process group is stopped",
     "cancel_grace": "seconds a terminate waits for the agent to answer `session/cancel`",
+    "session_close_timeout": "seconds a terminate waits for the agent to answer `session/close` (sent when the agent "
+    "offers it; a late one is withdrawn with `$/cancel_request`) before stopping it (0: not sent)",
     "hitl_timeout": "seconds a permission request or question waits for a reply before it is denied (0: off)",
     "stderr_line_limit": "bytes of an agent's stderr line that are kept",
     "agent_line_limit": "longest agent stdout line; a longer one is cut and recorded as `agent.unparsed`",

@@ -364,9 +364,10 @@ class Session:
 
     # ---- ending ----------------------------------------------------------------------------
     # Every end goes the same way: (1) phase ending, no more turns; (2) the running turn is
-    # cancelled (terminate only); (3) waiting requests get their cancel result; (4) open items are
-    # closed and session.ended recorded (not at server shutdown); (5) ``_release``: the saved
-    # record, terminals, the agent process, the turn task; (6) phase ended.
+    # cancelled and the agent's session closed (terminate only; `session/close` when offered);
+    # (3) waiting requests get their cancel result; (4) open items are closed and session.ended
+    # recorded (not at server shutdown); (5) ``_release``: the saved record, terminals, the agent
+    # process, the turn task; (6) phase ended.
 
     async def terminate(self) -> None:
         """Legacy terminate: record exactly one session.ended, stop the agent. Idempotent."""
@@ -381,6 +382,7 @@ class Session:
                 await self.agent.notify("session/cancel", {"sessionId": self.native_session_id})
             self.cancel_pending()
             await self.turns.wait_idle(self.settings.cancel_grace)
+        await self.agent.close_session(self.native_session_id)  # ACP session/close, when offered
         self.cancel_pending()  # (3)
         self.record(self.translator.flush())  # (4)
         self.record_one(SESSION_ENDED, {"reason": "terminated", "terminated_by": "daemon"}, synthetic=True)
