@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from app import datadir, startup
 from app.acp.orphans import ProcessRegistry
+from app.agents.acp_catalog import CatalogSource
 from app.agents.node import OnDemandNode
 from app.agents.registry import AgentRegistry, AgentsFileError
 from app.events.log import trim_heap
@@ -55,6 +56,7 @@ class Services:
             install_dir=cache_dir / "bin",
             install_timeout=settings.install_timeout,
             node=self.node,
+            catalog=CatalogSource(settings.acp_registry_url),
         )
         self.store = open_store(settings)
         # What the bridge answers when an agent asks (permissions, files, terminals...).
@@ -80,10 +82,12 @@ class Services:
             await manager.settle_restored()
             if settings.retention_days > 0:
                 pruning = asyncio.create_task(retention.run(manager, settings.retention_days), name="retention")
+            self.registry.refresh_catalog()  # in the background: a registry out of reach delays nothing
             yield
         finally:
             if pruning is not None:
                 pruning.cancel()
+            self.registry.stop_refresh()
             if self.registry.installer is not None:
                 await self.registry.installer.shutdown()
             await manager.shutdown()

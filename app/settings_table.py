@@ -39,6 +39,8 @@ MEANING: dict[str, str] = {
     "agents_file": "TOML file of extra ACP agents (below)",
     "data_dir": "where events (and agent installs) are kept; unset: a private directory per run, removed at exit "
     "(below)",
+    "acp_registry_url": "the ACP registry's catalog (`registry.json`), fetched at start and hourly; its agents are "
+    "listed beside the legacy ids (below); empty: the snapshot shipped with the package",
     "install_timeout": "seconds one agent install (`npm install`) may take (0: no limit)",
     "node_on_demand": "without npm on PATH, the first agent install installs Node.js (24 LTS, with pip) into the "
     "cache dir (on in the Docker image)",

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -7,6 +8,10 @@ import httpx
 import pytest
 
 from tests.support import SHARED, Bridge, start_bridge
+
+# Tests reach only loopback: the bridges they start list the ACP registry's snapshot and never fetch
+# the published catalog (the catalog tests point the URL at a local server).
+os.environ["ACP_BRIDGE_ACP_REGISTRY_URL"] = ""
 
 
 @pytest.fixture(scope="session")
