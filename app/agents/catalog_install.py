@@ -5,8 +5,10 @@
 - ``binary``: the archive for this platform is downloaded (bounded in size and time), checked
   against its ``sha256`` when the catalog gives one, and unpacked (tar, tar.gz/xz/bz2, zip, or a
   bare program); no member may land outside the install folder. The agent runs as its ``cmd``.
-- ``uvx``: nothing is installed: the agent runs as ``uvx <package>`` when ``uvx`` is on PATH
-  (``pip install uv``); without it, the install fails saying so.
+- ``uvx``: ``uv tool install`` of its PyPI package (uv's own settings apply: ``UV_INDEX_URL``...)
+  into ``<install dir>/acp-registry/.<id>.uv-<n>``; the agent runs as the package's program, as
+  ``uvx`` would run it, with no network needed at start. ``uv`` is the one on PATH, else it is
+  installed from PyPI with pip (``pip install uv``) into ``<install dir>/acp-registry/.uv``, once.
 
 As for the legacy agents (``install.Installer``, whose npm runner, locks and time limit are
 shared): one install per agent at a time, made in a staging folder and moved into place only when
@@ -25,7 +27,9 @@ import logging
 import os
 import secrets
 import shutil
+import signal
 import stat
+import sys
 import tarfile
 import time
 import zipfile
@@ -35,7 +39,7 @@ from typing import Any
 from app.errors import InstallFailed
 
 from .acp_catalog import BinaryTarget, CatalogAgent
-from .install import Installer
+from .install import STDERR_TAIL, Installer
 
 log = logging.getLogger("acp_rest_bridge.install")
 
@@ -89,12 +93,6 @@ class CatalogInstaller:
 
     async def install(self, agent: CatalogAgent, version: str | None = None, *, reinstall: bool = False) -> None:
         kind = agent.distribution
-        if kind == "uvx":
-            if shutil.which("uvx") is None:
-                raise InstallFailed(
-                    agent.id, f"{agent.id} is a uvx (PyPI) agent: put uv's `uvx` on PATH (pip install uv) to run it"
-                )
-            return  # uvx fetches the package itself when the agent starts
         if kind is None:
             raise InstallFailed(agent.id, f"{agent.id} has no distribution for this platform in the ACP registry")
         lock = self.installer._locks.setdefault(f"acp-registry/{agent.id}", asyncio.Lock())
@@ -113,6 +111,8 @@ class CatalogInstaller:
             await asyncio.to_thread(self._prepare, agent.id, staging)
             if kind == "npx":
                 manifest = await self._npx(agent, staging, version)
+            elif kind == "uvx":
+                manifest = await self._uvx(agent, version, token)
             else:
                 target = agent.target()
                 assert target is not None
@@ -158,6 +158,91 @@ class CatalogInstaller:
             "command": [f"node_modules/.bin/{program}", *agent.npx.args],
             "installedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
+
+    # ---- uvx ---------------------------------------------------------------------------------------
+    async def _uvx(self, agent: CatalogAgent, version: str | None, token: str) -> dict[str, Any]:
+        assert agent.uvx is not None
+        uv = await self._uv(agent.id)
+        spec = agent.uvx.package
+        name = _pypi_name(spec)
+        if version:
+            spec = f"{name}=={version}"
+        # uv's tool environments keep absolute paths: they are made where they stay (the manifest,
+        # swapped in, points at them; the previous one is removed then).
+        tools = self.root / f".{agent.id}.uv-{token}"
+        env = {**os.environ, "UV_TOOL_DIR": str(tools / "tools"), "UV_TOOL_BIN_DIR": str(tools / "bin")}
+        env.setdefault("UV_NO_PROGRESS", "1")
+        try:
+            await self._run(agent.id, [uv, "tool", "install", "--force", spec], env, f"uv tool install {spec}")
+            programs = sorted(p.name for p in (tools / "bin").iterdir()) if (tools / "bin").is_dir() else []
+            program = name if name in programs else (programs[0] if len(programs) == 1 else None)
+            if program is None:
+                raise InstallFailed(
+                    agent.id, f"uv installed {spec}, but its programs are {programs}, none named {name}"
+                )
+        except BaseException:
+            await asyncio.shield(asyncio.to_thread(shutil.rmtree, tools, True))
+            raise
+        return {
+            "id": agent.id,
+            "version": version or _pypi_version(agent.uvx.package) or agent.version,
+            "distribution": "uvx",
+            "package": spec,
+            "tools": str(tools),
+            "command": [str(tools / "bin" / program), *agent.uvx.args],
+            "installedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+
+    async def _uv(self, agent_id: str) -> str:
+        """uv: on PATH, else installed from PyPI with pip (once, in the install dir)."""
+        found = shutil.which("uv")
+        if found is not None:
+            return found
+        home = self.root / ".uv"
+        program = home / "bin" / "uv"
+        async with self.installer._locks.setdefault("acp-registry/.uv", asyncio.Lock()):
+            if program.is_file():
+                return str(program)
+            staging = self.root / f".uv.staging-{secrets.token_hex(4)}"
+            argv = [sys.executable, "-m", "pip", "install", "--no-input", "--disable-pip-version-check"]
+            argv += ["--target", str(staging), "uv"]
+            try:
+                await self._run(agent_id, argv, dict(os.environ), "pip install uv")
+                if not (staging / "bin" / "uv").is_file():
+                    raise InstallFailed(agent_id, "pip installed uv, but it has no program bin/uv")
+                await asyncio.to_thread(staging.rename, home)
+            finally:
+                await asyncio.shield(asyncio.to_thread(shutil.rmtree, staging, True))
+        return str(program)
+
+    async def _run(self, agent_id: str, argv: list[str], env: dict[str, str], what: str) -> None:
+        """A step of an install, in its own process group, bounded by the install time limit."""
+        log.info("installing %s: %s", agent_id, what)
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+        self.installer._procs.add(proc)
+        try:
+            async with asyncio.timeout(self.installer.timeout or None):
+                output, _ = await proc.communicate()
+        except BaseException as exc:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(proc.wait())
+            if isinstance(exc, TimeoutError):
+                raise InstallFailed(agent_id, f"{what} did not finish in {self.installer.timeout:g}s") from None
+            raise
+        finally:
+            self.installer._procs.discard(proc)
+        if proc.returncode != 0:
+            text = output.decode("utf-8", "replace")[-STDERR_TAIL:]
+            raise InstallFailed(agent_id, f"{what} failed (exit {proc.returncode}):\n{text}")
 
     # ---- binary ------------------------------------------------------------------------------------
     async def _binary(self, agent: CatalogAgent, target: BinaryTarget, staging: Path) -> dict[str, Any]:
@@ -217,7 +302,11 @@ class CatalogInstaller:
     def _prepare(self, agent_id: str, staging: Path) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         stale_before = time.time() - max(self.installer.timeout, 3600.0)
+        current = self.installed(agent_id)
+        in_use = Path(current["tools"]) if current and isinstance(current.get("tools"), str) else None
         for leftover in self.root.glob(f".{agent_id}.*-*"):
+            if leftover == in_use:
+                continue
             with contextlib.suppress(OSError):
                 if leftover.stat().st_mtime < stale_before:
                     shutil.rmtree(leftover, ignore_errors=True)
@@ -226,10 +315,29 @@ class CatalogInstaller:
     def _swap_in(self, agent_id: str, staging: Path, token: str) -> None:
         target = self.folder(agent_id)
         old = self.root / f".{agent_id}.old-{token}"
+        previous = installed_manifest(target) if target.exists() else None
         if target.exists():
             target.rename(old)
         staging.rename(target)
         shutil.rmtree(old, ignore_errors=True)
+        # A uvx install's tool environments live beside it: the replaced one goes too.
+        tools = previous.get("tools") if previous else None
+        if isinstance(tools, str) and Path(tools).parent == self.root and Path(tools).name != f".{agent_id}.uv-{token}":
+            shutil.rmtree(tools, ignore_errors=True)
+
+
+def _pypi_name(spec: str) -> str:
+    """The distribution name of a uvx package spec (``name``, ``name@1.0``, ``name==1.0``)."""
+    for separator in ("@", "==", ">=", "<=", "~=", "[", " "):
+        spec = spec.split(separator, 1)[0]
+    return spec.strip()
+
+
+def _pypi_version(spec: str) -> str | None:
+    for separator in ("@", "=="):
+        if separator in spec:
+            return spec.split(separator, 1)[1].strip() or None
+    return None
 
 
 def _npm_program(prefix: Path, name: str) -> tuple[str | None, str | None]:

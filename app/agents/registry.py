@@ -453,8 +453,6 @@ class AgentRegistry:
             spec.command = list(installed["command"])
             if spec.version is None and isinstance(installed.get("version"), str):
                 spec.version = installed["version"]
-        elif kind == "uvx" and entry.uvx is not None:
-            spec.command = ["uvx", entry.uvx.package, *entry.uvx.args]
         else:
             spec.command = None
         target = entry.target()

@@ -65,6 +65,32 @@ def _zip(files: dict[str, tuple[bytes, int]]) -> bytes:
     return buffer.getvalue()
 
 
+WHEEL = "probe_uvx_agent-1.2.3-py3-none-any.whl"
+
+
+def _wheel() -> bytes:
+    """A wheel whose program starts the mock agent with this interpreter (which has the bridge)."""
+    python = repr(sys.executable)
+    module = f"import os\n\ndef main():\n    os.execv({python}, [{python}, '-m', 'app.agents.mock'])\n"
+    info = "probe_uvx_agent-1.2.3.dist-info"
+    files = {
+        "probe_uvx_agent/__init__.py": module.encode(),
+        f"{info}/METADATA": b"Metadata-Version: 2.1\nName: probe-uvx-agent\nVersion: 1.2.3\n",
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/entry_points.txt": b"[console_scripts]\nprobe-uvx-agent = probe_uvx_agent:main\n",
+    }
+    record = []
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    files[f"{info}/RECORD"] = ("\n".join([*record, f"{info}/RECORD,,"]) + "\n").encode()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    return buffer.getvalue()
+
+
 @dataclass
 class Served:
     url: str = ""
@@ -90,7 +116,7 @@ class Served:
                 agent("probe-badsum", binary("/archives/probe.tar.gz", "0" * 64)),
                 agent("probe-zip", binary("/archives/probe.zip", hashlib.sha256(archive_zip).hexdigest())),
                 agent("probe-npx", {"npx": {"package": f"{NPM_PACKAGE}@1.0.0"}}),
-                agent("probe-uvx", {"uvx": {"package": "probe-agent-on-pypi"}}),
+                agent("probe-uvx", {"uvx": {"package": "probe-uvx-agent@1.2.3"}}),
                 agent("opencode", {"npx": {"package": "not-the-legacy-opencode@1.0.0"}}),
                 {"id": "broken", "version": "1"},  # no distribution: skipped
             ],
@@ -123,16 +149,24 @@ def served() -> Iterator[Served]:
     program = {"probe/run": (LAUNCHER, 0o755), "probe/README": (b"probe\n", 0o644)}
     state.files["/archives/probe.tar.gz"] = _tar(program)
     state.files["/archives/probe.zip"] = _zip(program)
+    wheel = state.files[f"/files/{WHEEL}"] = _wheel()
+    link = f"{{url}}/files/{WHEEL}#sha256={hashlib.sha256(wheel).hexdigest()}"
+    state.files["/simple/probe-uvx-agent/"] = f'<html><body><a href="{link}">{WHEEL}</a></body></html>'.encode()
     manifest = {"name": NPM_PACKAGE, "version": "1.0.0", "bin": {"probe-agent": "run.sh"}}
     state.files["/tarballs/probe-agent-1.0.0.tgz"] = _tar(
         {"package/package.json": (json.dumps(manifest).encode(), 0o644), "package/run.sh": (LAUNCHER, 0o755)}
     )
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
+        def do_HEAD(self) -> None:
+            self.do_GET(head=True)
+
+        def do_GET(self, head: bool = False) -> None:
             path = unquote(self.path)
             state.requests.append(path)
             body = state.files.get(path)
+            if body is not None and path.startswith("/simple/"):
+                body = body.replace(b"{url}", state.url.encode())
             if path == "/registry.json":
                 body = json.dumps(state.catalog()).encode()
             elif path.lstrip("/") == NPM_PACKAGE:
@@ -142,9 +176,12 @@ def served() -> Iterator[Served]:
                 self.end_headers()
                 return
             self.send_response(200)
+            if path.startswith("/simple/"):
+                self.send_header("Content-Type", "text/html")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            if not head:
+                self.wfile.write(body)
 
         def log_message(self, *args: object) -> None:
             pass
@@ -171,7 +208,11 @@ def bridge(tmp_path: Path, served: Served) -> Iterator[Bridge]:
         "npm_config_cache": str(tmp_path / "npm-cache"),
         "npm_config_userconfig": str(tmp_path / "npmrc"),
         "npm_config_fetch_retries": "0",
-        # No uvx: the uvx agent cannot run here.
+        "UV_INDEX_URL": served.url + "/simple/",
+        "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
+        "UV_PYTHON_DOWNLOADS": "never",
+        "UV_NO_CONFIG": "1",
+        # No uv on PATH: the bridge installs it.
         "PATH": ":".join(
             str(p) for p in {Path(shutil.which("npm") or "/usr/bin/npm").parent, Path(sys.executable).parent}
         )
@@ -286,9 +327,19 @@ def test_an_npx_agent_is_installed_with_npm_and_run(bridge: Bridge) -> None:
     assert _turn(client, "npx", "probe-npx") == "OK"
 
 
-def test_a_uvx_agent_without_uv_is_a_clear_install_error(bridge: Bridge) -> None:
-    response = bridge.client().post("/v1/agents/probe-uvx/install", json={})
-    assert response.status_code == 500
-    text = json.dumps(response.json())
-    assert response.json()["type"] == "urn:sandbox-agent:error:install_failed"
-    assert "uvx" in text and "pip install uv" in text
+def test_a_uvx_agent_is_installed_with_uv_and_run(bridge: Bridge, served: Served) -> None:
+    """No uv on PATH: the bridge installs uv from PyPI with pip (a real part: PyPI must be reachable),
+    then `uv tool install`s the agent's package from the local index."""
+    client = bridge.client()
+    response = client.post("/v1/agents/probe-uvx/install", json={})
+    assert response.status_code == 204, response.text
+    info = _agents(client)[0]["probe-uvx"]
+    assert info["installed"] is True and info["version"] == "1.2.3"
+    assert info["path"].endswith("/bin/probe-uvx-agent") and "/acp-registry/.probe-uvx.uv-" in info["path"]
+    assert (bridge.data_dir / "bin" / "acp-registry" / ".uv" / "bin" / "uv").is_file()
+    assert any(path.startswith("/simple/probe-uvx-agent") for path in served.requests)
+    assert _turn(client, "uvx", "probe-uvx") == "OK"
+    # A reinstall replaces the tool environment and removes the old one.
+    old = Path(info["path"]).parents[1]
+    assert client.post("/v1/agents/probe-uvx/install", json={"reinstall": True}).status_code == 204
+    assert not old.exists() and Path(_agents(client)[0]["probe-uvx"]["path"]).is_file()
