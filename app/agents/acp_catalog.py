@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import platform
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ from typing import Any
 log = logging.getLogger("acp_rest_bridge.agents")
 
 SNAPSHOT = "acp_registry.json"
+# The registry's schema for ids (agent.schema.json).
+AGENT_ID = re.compile(r"[a-z][a-z0-9-]*")
 # Largest catalog document read from the URL.
 CATALOG_LIMIT = 8 * 1024 * 1024
 
@@ -118,6 +121,8 @@ def _env(value: Any) -> dict[str, str]:
 def _package(value: Any) -> PackageDistribution | None:
     if not isinstance(value, dict) or not isinstance(value.get("package"), str) or not value["package"]:
         return None
+    if value["package"].startswith("-") or any(c.isspace() for c in value["package"]):
+        return None  # it is an argument of npm or uv: never an option
     return PackageDistribution(value["package"], _strings(value.get("args")), _env(value.get("env")))
 
 
@@ -157,8 +162,8 @@ def parse_agent(entry: Any) -> CatalogAgent | None:
         return None
     agent_id, version = entry.get("id"), entry.get("version")
     dist = entry.get("distribution")
-    if not isinstance(agent_id, str) or not agent_id or not isinstance(dist, dict):
-        return None
+    if not isinstance(agent_id, str) or not AGENT_ID.fullmatch(agent_id) or not isinstance(dist, dict):
+        return None  # the id names the agent's install folder: the registry's pattern only
     binary: dict[str, BinaryTarget] = {}
     if isinstance(dist.get("binary"), dict):
         for key, value in dist["binary"].items():

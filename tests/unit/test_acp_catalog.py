@@ -36,6 +36,19 @@ def test_entries_are_read_leniently() -> None:
     assert catalog.agents[0].distribution == "npx" and catalog.agents[1].distribution == "uvx"
     with pytest.raises(ValueError):
         parse_catalog({"version": "1"}, "test")
+    # Ids name install folders; packages are arguments of npm and uv.
+    hostile = parse_catalog(
+        {
+            "agents": [
+                {"id": "../up", "version": "1", "distribution": {"npx": {"package": "x"}}},
+                {"id": "Caps", "version": "1", "distribution": {"npx": {"package": "x"}}},
+                {"id": "opt", "version": "1", "distribution": {"npx": {"package": "--prefix=/"}}},
+                {"id": "ok", "version": "1", "distribution": {"npx": {"package": "x@1"}}},
+            ]
+        },
+        "test",
+    )
+    assert [a.id for a in hostile.agents] == ["ok"]
 
 
 def test_the_snapshot_ships_with_its_date_and_is_what_the_script_makes(tmp_path: Path) -> None:
