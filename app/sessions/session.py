@@ -377,6 +377,12 @@ class Session:
             return
         self._set_phase(Phase.ENDING, "terminated")  # (1)
         self.turns.close()
+        # A task of its own: a second terminate waits for the same end, a client that goes away
+        # does not cut it short.
+        self._ending = asyncio.create_task(self._terminating())
+        await asyncio.shield(self._ending)
+
+    async def _terminating(self) -> None:
         if self.turns.running and self.agent.connection is not None:  # (2)
             with contextlib.suppress(Exception):
                 await self.agent.notify("session/cancel", {"sessionId": self.native_session_id})
@@ -386,8 +392,7 @@ class Session:
         self.cancel_pending()  # (3)
         self.record(self.translator.flush())  # (4)
         self.record_one(SESSION_ENDED, {"reason": "terminated", "terminated_by": "daemon"}, synthetic=True)
-        self._ending = asyncio.create_task(self._release())  # (5), (6)
-        await asyncio.shield(self._ending)
+        await self._release()  # (5), (6)
 
     def _agent_exited(self, exit_info: ExitInfo) -> None:
         """The agent's process exited by itself (called by the link's watcher)."""

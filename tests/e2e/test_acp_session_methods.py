@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,30 @@ def test_a_close_the_agent_does_not_answer_is_withdrawn_with_cancel_request(tmp_
         assert _answer(lines, close["id"])["error"]["code"] == -32800
         evs = events(client, "stuck")
         assert types(evs).count("session.ended") == 1 and evs[-1]["data"]["reason"] == "terminated"
+    finally:
+        bridge.stop()
+
+
+def test_a_second_terminate_waits_for_the_same_end(tmp_path: Path) -> None:
+    agents = _agents_file(tmp_path, "session/close")
+    bridge = _bridge(tmp_path, "--agents-file", str(agents), ACP_BRIDGE_SESSION_CLOSE_TIMEOUT="1")
+    try:
+        client = bridge.client()
+        create_session(client, "twice", agent="stalling")
+
+        def terminate(_: int) -> tuple[int, float]:
+            started = time.monotonic()
+            status = client.post("/v1/sessions/twice/terminate").status_code
+            return status, time.monotonic() - started
+
+        with ThreadPoolExecutor(2) as pool:
+            answers = list(pool.map(terminate, range(2)))
+        # Both answered once the session had ended: after the unanswered close's second.
+        assert [status for status, _ in answers] == [204, 204]
+        assert all(took >= 0.9 for _, took in answers), answers
+        evs = events(client, "twice")
+        assert types(evs).count("session.ended") == 1
+        assert client.get("/v1/sessions").json()["sessions"][0]["ended"] is True
     finally:
         bridge.stop()
 
