@@ -141,6 +141,8 @@ def start_bridge(
     if token:
         argv += ["--token", token]
     full_env = {**os.environ, **(env or {})}
+    # Loopback only: the ACP registry's published catalog is not fetched unless a URL is given.
+    full_env.setdefault("ACP_BRIDGE_ACP_REGISTRY_URL", "")
     full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=full_env, cwd=cwd or tmp)
