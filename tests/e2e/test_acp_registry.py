@@ -319,6 +319,10 @@ def test_a_checksum_mismatch_fails_the_install(bridge: Bridge) -> None:
 def test_an_npx_agent_is_installed_with_npm_and_run(bridge: Bridge) -> None:
     require_npm()
     client = bridge.client()
+    # A create installs a missing agent, in the version it asks for (npm's error when there is none).
+    response = client.post("/v1/sessions/npx-old", json={"agent": "probe-npx", "agentVersion": "9.9.9"})
+    assert response.status_code == 500 and "@acp-test/probe-agent@9.9.9" in response.text, response.text
+    assert _agents(client)[0]["probe-npx"]["installed"] is False
     response = client.post("/v1/agents/probe-npx/install", json={})
     assert response.status_code == 204, response.text
     info = _agents(client)[0]["probe-npx"]
