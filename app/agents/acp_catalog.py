@@ -18,6 +18,7 @@ the bridge cannot read are skipped, never fatal.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import platform
@@ -250,7 +251,8 @@ class CatalogSource:
                     if len(body) > CATALOG_LIMIT:
                         raise ValueError(f"catalog larger than {CATALOG_LIMIT} bytes")
             fetched = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            catalog = parse_catalog(json.loads(bytes(body)), self.url, fetched)
+            # Parsed off the event loop: the document may be megabytes.
+            catalog = await asyncio.to_thread(lambda: parse_catalog(json.loads(bytes(body)), str(self.url), fetched))
         except Exception as exc:  # any failure: the catalog in use stays
             self.last_error = f"{type(exc).__name__}: {exc}"
             log.warning("could not refresh the ACP registry from %s: %s", self.url, self.last_error)
