@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from app import datadir, logs, startup
 from app.acp.orphans import ProcessRegistry
+from app.agents.acp_catalog import CatalogSource
 from app.agents.node import OnDemandNode
 from app.agents.registry import AgentRegistry, AgentsFileError
 from app.events.log import trim_heap
@@ -79,6 +80,7 @@ class Services:
             node=self.node,
             processes=self.processes,
             metrics=self.metrics,
+            catalog=CatalogSource(settings.acp_registry_url),
         )
         self.store = open_store(settings)
         if isinstance(self.store, SqliteEventStore):
@@ -122,10 +124,12 @@ class Services:
                 webhooks.start([session.id for session in manager.list()])
             if settings.retention_days > 0:
                 pruning = asyncio.create_task(retention.run(manager, settings.retention_days), name="retention")
+            self.registry.refresh_catalog()  # in the background: a registry out of reach delays nothing
             yield
         finally:
             if pruning is not None:
                 pruning.cancel()
+            self.registry.stop_refresh()
             if self.registry.installer is not None:
                 await self.registry.installer.shutdown()
             await manager.shutdown()

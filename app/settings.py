@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     # so parallel servers never collide and each run starts with no sessions (see cache_dir()).
     data_dir: Path | None = None
 
+    # Where the ACP registry's catalog is refreshed from (at start, then hourly when agents are
+    # listed); empty: only the snapshot shipped with the package.
+    acp_registry_url: str = "https://cdn.agentclientprotocol.com/registry/v1/latest/registry.json"
     # Seconds an agent install (`npm install` of its ACP adapter) may take (0: no limit).
     install_timeout: float = 600.0
     # Without npm on PATH, the first agent install installs Node.js with pip (app/agents/node.py).
@@ -56,6 +59,9 @@ class Settings(BaseSettings):
     agent_kill_grace: float = 1.0
     # Seconds a terminate waits for the agent to answer `session/cancel` before stopping it.
     cancel_grace: float = 0.5
+    # Seconds a terminate waits for the agent to answer ACP `session/close` (sent when the agent
+    # offers it) before stopping it; 0: no `session/close`.
+    session_close_timeout: float = 2.0
     # Seconds a permission request or question waits for a reply before it is denied (0: no limit).
     hitl_timeout: float = 0.0
     # Bytes of agent stderr kept per stderr line (longer lines are cut).

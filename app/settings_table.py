@@ -41,12 +41,16 @@ MEANING: dict[str, str] = {
     "agents_file": "TOML file of extra ACP agents (below)",
     "data_dir": "where events (and agent installs) are kept; unset: a private directory per run, removed at exit "
     "(below)",
+    "acp_registry_url": "the ACP registry's catalog (`registry.json`), fetched at start and hourly; its agents are "
+    "listed beside the legacy ids (below); empty: the snapshot shipped with the package",
     "install_timeout": "seconds one agent install (`npm install`) may take (0: no limit)",
     "node_on_demand": "without npm on PATH, the first agent install installs Node.js (24 LTS, with pip) into the "
     "cache dir (on in the Docker image)",
     "agent_start_timeout": "seconds an agent has for `initialize` and `session/new` before create answers 504",
     "agent_kill_grace": "seconds between SIGTERM and SIGKILL when an agent's process group is stopped",
     "cancel_grace": "seconds a terminate waits for the agent to answer `session/cancel`",
+    "session_close_timeout": "seconds a terminate waits for the agent to answer `session/close` (sent when the agent "
+    "offers it; a late one is withdrawn with `$/cancel_request`) before stopping it (0: not sent)",
     "hitl_timeout": "seconds a permission request or question waits for a reply before it is denied (0: off)",
     "stderr_line_limit": "bytes of an agent's stderr line that are kept",
     "agent_line_limit": "longest agent stdout line; a longer one is cut and recorded as `agent.unparsed`",

@@ -63,7 +63,10 @@ def startup_line(settings: Settings, registry: AgentRegistry, sock: socket.socke
     data_dir = str(settings.resolved_data_dir())
     if settings.private_data_dir:
         data_dir += " (private to this run: set --data-dir to keep sessions)"
-    agents = ", ".join(spec.id if spec.installed else f"{spec.id} (not installed)" for spec in registry.all())
+    agents = ", ".join(spec.id if spec.installed else f"{spec.id} (not installed)" for spec in registry.configured())
+    listed = len(registry.catalog_agents())
+    if listed:
+        agents += f" (+{listed} from the ACP registry)"
     return (
         f"acp-rest-bridge listening on {url}; data dir {data_dir}; "
         f"auth {'on' if settings.token else 'off'}; agents file {settings.agents_file or 'none'}; agents: {agents}"

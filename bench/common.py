@@ -47,6 +47,8 @@ def bridge(data_dir: Path, *args: str, env: dict[str, str] | None = None, root: 
     port = free_port()
     argv = [sys.executable, "-m", "app", "server", "--port", str(port), "--data-dir", str(data_dir), *args]
     full_env = {"ACP_BRIDGE_MAX_SESSIONS": "0", **os.environ, **(env or {})}  # benchmarks run hundreds
+    # Loopback only: the ACP registry's published catalog is not fetched unless a URL is given.
+    full_env.setdefault("ACP_BRIDGE_ACP_REGISTRY_URL", "")
     full_env["PYTHONPATH"] = str(root) + os.pathsep + full_env.get("PYTHONPATH", "")
     url = f"http://127.0.0.1:{port}"
     t0 = time.perf_counter()

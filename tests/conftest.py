@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +34,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for marker, prefixes in TIERS.items():
             if where.startswith(prefixes):
                 item.add_marker(marker)
+
+
+# Tests reach only loopback: the bridges they start list the ACP registry's snapshot and never fetch
+# the published catalog (the catalog tests point the URL at a local server).
+os.environ["ACP_BRIDGE_ACP_REGISTRY_URL"] = ""
 
 
 @pytest.fixture(scope="session")

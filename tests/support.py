@@ -143,6 +143,8 @@ def start_bridge(
         argv += ["--token", token]
     # The suite's shared servers hold more live sessions than a server allows by default.
     full_env = {"ACP_BRIDGE_MAX_SESSIONS": "0", **os.environ, **(env or {})}
+    # Loopback only: the ACP registry's published catalog is not fetched unless a URL is given.
+    full_env.setdefault("ACP_BRIDGE_ACP_REGISTRY_URL", "")
     full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=full_env, cwd=cwd or tmp)

@@ -10,6 +10,8 @@ Raw messages are kept that way too (the typed layer drops unknown variants and f
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import json
 import logging
 from collections import deque
@@ -31,6 +33,12 @@ log = logging.getLogger("acp_rest_bridge.acp")
 LONG_LINE_HEAD = 64 * 1024
 
 CLIENT_INFO = {"name": "acp-rest-bridge", "title": "ACP REST bridge", "version": "0.1.0"}
+
+# ACP `$/cancel_request`: tells the agent that the bridge no longer waits for one of its requests.
+CANCEL_REQUEST = "$/cancel_request"
+
+# The JSON-RPC ids of the requests a task sends (the SDK numbers them itself; ``OutgoingRequest``).
+_SENT_IDS: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("acp_bridge_sent_ids", default=None)
 
 
 class AgentObserver(Protocol):
@@ -229,6 +237,9 @@ class ObservedTransport(NdjsonTransport):
             log.exception("recording an unparsed agent line failed (%s)", error)
 
     async def send(self, message: dict[str, Any]) -> None:
+        sent = _SENT_IDS.get()
+        if sent is not None and "method" in message and "id" in message:
+            sent.append(message["id"])
         if self.transcript is not None:
             # Before the write: the agent's answer may be read before `send` returns.
             self.transcript.write(CLIENT_TO_AGENT, message)
@@ -279,14 +290,55 @@ class AgentConnection:
         self.agent_info = info if isinstance(info, dict) else {}
         return result
 
-    async def request(self, method: str, params: dict[str, Any]) -> Any:
+    async def request(self, method: str, params: dict[str, Any], timeout: float | None = None) -> Any:
+        """Send a request and wait for its answer (at most ``timeout`` seconds). A request given up
+        (timeout, cancelled task) is withdrawn with `$/cancel_request`. Traced (a span, its context
+        in ``_meta``) when tracing is on."""
         if self.tracing is None:
-            return await self.conn.send_request(method, params)
+            return await self._answer(method, params, timeout)
         with self.tracing.client_span(method, params) as traced:
-            return await self.conn.send_request(method, traced)
+            return await self._answer(method, traced, timeout)
+
+    async def _answer(self, method: str, params: dict[str, Any], timeout: float | None) -> Any:
+        call = self.start_request(method, params)
+        try:
+            return await call.result(timeout)
+        except TimeoutError:
+            await call.withdraw()
+            raise
+        except asyncio.CancelledError:
+            call.abandon()
+            raise
+
+    def start_request(self, method: str, params: dict[str, Any]) -> OutgoingRequest:
+        sent: list[Any] = []
+        token = _SENT_IDS.set(sent)
+        try:  # the task copies the context now: its send records the id in ``sent``
+            task = asyncio.ensure_future(self.conn.send_request(method, params))
+        finally:
+            _SENT_IDS.reset(token)
+        return OutgoingRequest(self, method, task, sent)
+
+    def session_capability(self, name: str) -> bool:
+        """Whether the agent offers ``sessionCapabilities.<name>`` (an object means yes)."""
+        caps = self.agent_capabilities.get("sessionCapabilities")
+        return isinstance(caps, dict) and isinstance(caps.get(name), dict)
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self.conn.send_notification(method, params)
+
+    def send_later(self, method: str, params: dict[str, Any]) -> None:
+        """A notification sent from a task of its own (callable where awaiting is not possible)."""
+
+        async def send() -> None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.conn.send_notification(method, params), 2.0)
+
+        coroutine = send()
+        try:
+            self._supervisor.create(coroutine, name=f"acp-rest-bridge.notify.{method}")
+        except RuntimeError:  # the connection is closed: nobody to tell
+            coroutine.close()
 
     def record_transcript(self, directory: Path, session_id: str) -> None:
         """Write every message of this connection, both ways, to ``<directory>/<session id>.jsonl``."""
@@ -326,6 +378,51 @@ class AgentConnection:
             # gets an internal error with the cause and the session goes on.
             log.exception("client service %s failed (request id %r)", method, request_id)
             raise RequestError.internal_error({"details": f"{type(exc).__name__}: {exc}"}) from exc
+
+
+class OutgoingRequest:
+    """A request the bridge sent to the agent, which it may give up on (``abandon``)."""
+
+    def __init__(self, connection: AgentConnection, method: str, task: asyncio.Future[Any], sent: list[Any]) -> None:
+        self.connection = connection
+        self.method = method
+        self.task = task
+        self._sent = sent
+        self.abandoned = False
+        # An answer nobody waits for any more is still read (no "exception never retrieved").
+        task.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+    @property
+    def request_id(self) -> Any:
+        return self._sent[0] if self._sent else None
+
+    async def result(self, timeout: float | None = None) -> Any:
+        # Shielded: a timeout or a cancelled caller leaves the request pending, to be withdrawn.
+        return await asyncio.wait_for(asyncio.shield(self.task), timeout)
+
+    def _give_up(self) -> bool:
+        if self.abandoned or self.task.done() or not self._sent:
+            return False
+        self.abandoned = True
+        log.info("withdrawing %s (request %r) with %s", self.method, self.request_id, CANCEL_REQUEST)
+        return True
+
+    async def withdraw(self) -> None:
+        """ACP `$/cancel_request`: the agent may stop working on it; it still answers it (with its
+        result or -32800), which ends the pending call. Sent once, only while it is unanswered."""
+        if self._give_up():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.connection.notify(CANCEL_REQUEST, {"requestId": self.request_id}), 2.0)
+
+    def abandon(self) -> None:
+        """``withdraw`` from a task that is being cancelled (the notice is sent by a task of its own)."""
+        if self._give_up():
+            self.connection.send_later(CANCEL_REQUEST, {"requestId": self.request_id})
+
+    async def settled(self, timeout: float) -> None:
+        """Wait (at most ``timeout``) for the agent's answer to an abandoned request."""
+        with contextlib.suppress(Exception, asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self.task), timeout)
 
 
 class _Correlator:

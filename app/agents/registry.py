@@ -1,4 +1,5 @@
-"""Known agents: the legacy ids (claude, codex, opencode, amp, mock) and those of the agents file.
+"""Known agents: the legacy ids (claude, codex, opencode, amp, mock), those of the agents file, then
+the agents of the ACP registry's catalog (``acp_catalog``; an id already taken is not shadowed).
 
 Agents file (TOML)::
 
@@ -12,6 +13,7 @@ Agents file (TOML)::
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import sys
@@ -23,6 +25,8 @@ from typing import Any
 from app.errors import InstallFailed, UnsupportedAgent
 from app.metrics import Metrics
 
+from .acp_catalog import CatalogAgent, CatalogSource
+from .catalog_install import CatalogInstaller
 from .install import Installer, Recorder, installed_command, installed_version, package_version_of
 from .node import OnDemandNode
 from .profiles import GENERIC, LEGACY_IDS, PROFILES, AgentProfile, profile_for
@@ -205,6 +209,8 @@ class AgentSpec:
     # (found on PATH); and the copy it hides, if any ({"source", "path", "version"}).
     source: str | None = None
     hidden_copy: dict[str, str] | None = None
+    # The ACP registry's entry, for an agent of its catalog (run with the generic profile).
+    catalog_entry: CatalogAgent | None = None
 
     @property
     def is_mock(self) -> bool:
@@ -377,10 +383,16 @@ class AgentRegistry:
         node: OnDemandNode | None = None,
         processes: Recorder | None = None,
         metrics: Metrics | None = None,
+        catalog: CatalogSource | None = None,
     ) -> None:
         self.install_dir = install_dir
         self.metrics = metrics  # installs by outcome
         self.installer = Installer(install_dir, install_timeout, node, processes) if install_dir is not None else None
+        self.catalog = catalog
+        self.catalog_installer = CatalogInstaller(self.installer) if self.installer is not None else None
+        # Specs of catalog agents, kept across catalog refreshes (what a session learned stays).
+        self._catalog_specs: dict[str, AgentSpec] = {}
+        self._refresh: asyncio.Task[bool] | None = None
         self._agents: dict[str, AgentSpec] = {}
         for agent_id in LEGACY_IDS:
             self._agents[agent_id] = AgentSpec(
@@ -419,7 +431,10 @@ class AgentRegistry:
     def get(self, agent_id: str) -> AgentSpec:
         spec = self._agents.get(agent_id)
         if spec is None:
-            raise UnsupportedAgent(agent_id)
+            entry = self.catalog.catalog.get(agent_id) if self.catalog is not None else None
+            if entry is None:
+                raise UnsupportedAgent(agent_id)
+            return self._catalog_spec(entry)
         if spec.legacy and not spec.is_mock:
             # Re-resolve: an adapter installed after start-up is picked up.
             command, source, hidden = self._legacy_command(agent_id)
@@ -434,9 +449,56 @@ class AgentRegistry:
         return spec
 
     def all(self) -> list[AgentSpec]:
+        """The legacy ids, the agents file's, then the catalog's (those with an id not taken)."""
+        specs = [self.get(agent_id) for agent_id in self._agents]
+        return specs + self.catalog_agents()
+
+    def configured(self) -> list[AgentSpec]:
+        """The legacy ids and the agents file's (not the catalog's)."""
         return [self.get(agent_id) for agent_id in self._agents]
 
+    def refresh_catalog(self) -> None:
+        """Refresh the catalog from its URL in the background, when it is due (never waits)."""
+        if self.catalog is None or not self.catalog.due():
+            return
+        if self._refresh is not None and not self._refresh.done():
+            return
+        self._refresh = asyncio.get_running_loop().create_task(self.catalog.refresh(), name="acp-registry-refresh")
+
+    def stop_refresh(self) -> None:
+        if self._refresh is not None:
+            self._refresh.cancel()
+
+    def catalog_agents(self) -> list[AgentSpec]:
+        if self.catalog is None:
+            return []
+        return [self._catalog_spec(entry) for entry in self.catalog.catalog.agents if entry.id not in self._agents]
+
+    def _catalog_spec(self, entry: CatalogAgent) -> AgentSpec:
+        spec = self._catalog_specs.get(entry.id)
+        if spec is None:
+            spec = self._catalog_specs[entry.id] = AgentSpec(entry.id, None)
+        spec.catalog_entry = entry  # the newest catalog's
+        installed = self.catalog_installer.installed(entry.id) if self.catalog_installer is not None else None
+        kind = entry.distribution
+        if installed is not None:
+            spec.command = list(installed["command"])
+            if spec.version is None and isinstance(installed.get("version"), str):
+                spec.version = installed["version"]
+        else:
+            spec.command = None
+        target = entry.target()
+        if kind == "npx" and entry.npx is not None:
+            spec.env = dict(entry.npx.env)
+        elif kind == "binary" and target is not None:
+            spec.env = dict(target.env)
+        elif kind == "uvx" and entry.uvx is not None:
+            spec.env = dict(entry.uvx.env)
+        return spec
+
     def can_install(self, spec: AgentSpec) -> bool:
+        if spec.catalog_entry is not None:
+            return self.catalog_installer is not None and spec.catalog_entry.distribution is not None
         return spec.legacy and self.installer is not None and self.installer.can_install(spec.id)
 
     async def install(self, spec: AgentSpec, version: str | None = None, *, reinstall: bool = False) -> None:
@@ -445,6 +507,11 @@ class AgentRegistry:
             self._write_mock_placeholder()
             return
         if spec.installed and not reinstall:
+            return
+        if spec.catalog_entry is not None and self.catalog_installer is not None:
+            await self.catalog_installer.install(spec.catalog_entry, version, reinstall=reinstall)
+            spec.version = None  # read again from what is installed now
+            self._catalog_spec(spec.catalog_entry)
             return
         if not self.can_install(spec):
             command = " ".join(spec.command or [])

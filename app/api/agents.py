@@ -17,6 +17,8 @@ from .parsing import json_body, path_param
 from .routing import BridgeRoute
 
 router = APIRouter(tags=["agents"], route_class=BridgeRoute)
+# Where /v1/agents says what comes from the ACP registry's catalog (the list's date, an agent's entry).
+CATALOG_META = "sandbox-agent/acpRegistry"
 AgentId = Annotated[str, Path(description="Agent id")]
 
 
@@ -49,6 +51,10 @@ def agent_info(spec: AgentSpec, request: Request) -> dict[str, Any]:
     info["capabilities"] = dict(spec.capabilities)
     if spec.capabilities.get("sharedProcess"):
         info["serverStatus"] = {"status": "stopped", "restartCount": 0}
+    if spec.catalog_entry is not None:
+        entry = spec.catalog_entry
+        listed = {"name": entry.name, "version": entry.version, "distribution": entry.distribution}
+        info["_meta"] = {CATALOG_META: listed}
     return info
 
 
@@ -60,7 +66,12 @@ def agent_info(spec: AgentSpec, request: Request) -> dict[str, Any]:
     responses={200: {"model": AgentListResponse, "description": "The agents"}},
 )
 async def list_agents(request: Request) -> JSONResponse:
-    return JSONResponse({"agents": [agent_info(spec, request) for spec in deps.registry(request).all()]})
+    registry = deps.registry(request)
+    body: dict[str, Any] = {"agents": [agent_info(spec, request) for spec in registry.all()]}
+    if registry.catalog is not None:
+        registry.refresh_catalog()  # hourly, in the background
+        body["_meta"] = {CATALOG_META: registry.catalog.info()}
+    return JSONResponse(body)
 
 
 @router.post(

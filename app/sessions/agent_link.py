@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -25,6 +26,8 @@ from app.translate.session_translator import SessionState
 
 from . import agent_setup
 from .config import SessionConfig
+
+log = logging.getLogger("acp_rest_bridge.sessions")
 
 
 def new_session_params(config: SessionConfig, cwd: str, session_id: str) -> dict[str, Any]:
@@ -208,6 +211,34 @@ class AgentLink:
         return self.process.stderr.text() if self.process is not None else None
 
     # ---- stop ----------------------------------------------------------------------------
+    async def close_session(self, native_session_id: str | None) -> None:
+        """ACP `session/close`, when the agent offers it (``sessionCapabilities.close``): the agent
+        ends its work on the session and frees it before its process is stopped. An answer later
+        than ``session_close_timeout`` is given up: the request is withdrawn with `$/cancel_request`
+        and the agent has a short moment (``cancel_grace``) to answer it. Never raises."""
+        timeout = self.settings.session_close_timeout
+        connection = self.connection
+        if (
+            timeout <= 0
+            or connection is None
+            or not native_session_id
+            or not connection.session_capability("close")
+            or (self.process is not None and self.process.returncode is not None)
+        ):
+            return
+        call = connection.start_request("session/close", {"sessionId": native_session_id})
+        try:
+            await call.result(timeout)
+        except TimeoutError:
+            log.info("%s: session/close not answered in %ss", self.session_id, timeout)
+            await call.withdraw()
+            await call.settled(self.settings.cancel_grace)
+        except asyncio.CancelledError:
+            call.abandon()
+            raise
+        except Exception as exc:  # an error answer, a closed connection: the stop goes on
+            log.info("%s: session/close failed: %s", self.session_id, exc)
+
     async def stop(self, reason: str = "stopped") -> None:
         """Close the connection, stop the process group, close the transcript. ``reason``: why the
         process ends, as counted (``exited``: by itself; ``terminated``, ``shutdown``, ...)."""

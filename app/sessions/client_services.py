@@ -13,6 +13,7 @@ add one ``ClientMethod`` line to the list in ``ClientServices.methods``.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -36,7 +37,9 @@ class ClientMethod:
     method: str
     handle: Handle
     observe: Observe | None = None
-    # The part of ``clientCapabilities`` this method makes true, deep-merged with the others.
+    # The part of ``clientCapabilities`` this method makes true, deep-merged with the others. Methods
+    # that declare the same part (the five ``terminal/*``) grant it only together: it is advertised
+    # when none of them is disabled.
     capability: dict[str, Any] = field(default_factory=dict)
 
 
@@ -75,11 +78,12 @@ class ClientServices:
                     question_requests.observe_extension,
                     {"_meta": {"sandbox-agent/requestQuestion": {}}},
                 ),
+                # ACP: `terminal: true` promises every terminal/* method.
                 ClientMethod("terminal/create", terminals.create, capability={"terminal": True}),
-                ClientMethod("terminal/output", terminals.output),
-                ClientMethod("terminal/wait_for_exit", terminals.wait_for_exit),
-                ClientMethod("terminal/kill", terminals.kill),
-                ClientMethod("terminal/release", terminals.release),
+                ClientMethod("terminal/output", terminals.output, capability={"terminal": True}),
+                ClientMethod("terminal/wait_for_exit", terminals.wait_for_exit, capability={"terminal": True}),
+                ClientMethod("terminal/kill", terminals.kill, capability={"terminal": True}),
+                ClientMethod("terminal/release", terminals.release, capability={"terminal": True}),
             ]
         return {m.method: m for m in methods}
 
@@ -91,9 +95,12 @@ class ClientServices:
         return {"$/cancel_request": cancel_request, ERROR_NOTIFICATION: agent_error}
 
     def client_capabilities(self, disabled: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """What ``initialize`` advertises: the capability of every method served, less those of the
+        disabled methods (a capability shared by several methods needs all of them)."""
+        withheld = {_key(self.methods[m].capability) for m in disabled if m in self.methods}
         caps: dict[str, Any] = {}
         for method, service in self.methods.items():
-            if method not in disabled:
+            if method not in disabled and _key(service.capability) not in withheld:
                 _merge(caps, service.capability)
         return caps
 
@@ -154,6 +161,10 @@ def cancel_request(session: Session, message: dict[str, Any]) -> None:
 def agent_error(session: Session, message: dict[str, Any]) -> None:
     """`_sandbox-agent/error`: a legacy error event the agent reports."""
     session.record(session.translator.agent_error(message.get("params"), message))
+
+
+def _key(capability: dict[str, Any]) -> str:
+    return json.dumps(capability, sort_keys=True)
 
 
 def _merge(into: dict[str, Any], extra: dict[str, Any]) -> None:

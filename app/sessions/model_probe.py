@@ -25,6 +25,7 @@ from . import agent_setup
 log = logging.getLogger("acp_rest_bridge.sessions")
 
 RETRY_AFTER = 60.0
+CLOSE_TIMEOUT = 2.0  # seconds the probe waits for `session/close`
 _locks: dict[str, asyncio.Lock] = {}
 _failed_at: dict[str, float] = {}
 
@@ -73,6 +74,10 @@ async def _probe(spec: AgentSpec, settings: Any) -> None:
             result = await connection.request("session/new", {"cwd": cwd, "mcpServers": []})
             if isinstance(result, dict):
                 spec.learn(dict(connection.initialize_result), result)
+                if connection.session_capability("close") and isinstance(result.get("sessionId"), str):
+                    # The scratch session is closed (ACP session/close) before the agent is stopped.
+                    with contextlib.suppress(Exception):
+                        await connection.request("session/close", {"sessionId": result["sessionId"]}, CLOSE_TIMEOUT)
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(connection.close(), 2.0)

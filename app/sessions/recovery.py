@@ -6,8 +6,10 @@ statuses, unfinished items failed, the running turn ended) and a ``status`` item
 bridge stopped. The session is listed as not ended; its SessionInfo carries
 ``_meta["sandbox-agent/resume"]`` ``{"state": "suspended", "cause": "crash" | "shutdown"}``.
 
-The next message (``revive``) starts the agent again and asks it to continue the same ACP session,
-in this order: ``session/resume`` (capability ``sessionCapabilities.resume``; no replay), then
+The next message (``revive``) starts the agent again and asks it to continue the same ACP session.
+An agent that offers ``session/list`` is asked first whether it still knows the session (the status
+item's ``listed``); one it no longer lists gets ``session/new`` at once. Otherwise, in this order:
+``session/resume`` (capability ``sessionCapabilities.resume``; no replay), then
 ``session/load`` (capability ``loadSession``; the history the agent replays is not logged again),
 then ``session/new``, whose ``status`` item says that the agent's memory of the conversation was
 lost. A ``status`` item records which one happened in its json part's
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -47,6 +50,8 @@ if TYPE_CHECKING:
     from app.events.store import EventStore
 
     from .session import Session
+
+log = logging.getLogger("acp_rest_bridge.sessions")
 
 META = "sandbox-agent/resume"
 
@@ -372,6 +377,14 @@ async def _reconnect(session: Session) -> tuple[str, dict[str, Any], list[Any]]:
     extra: dict[str, Any] = {"previousNativeSessionId": previous}
     session_caps = caps.get("sessionCapabilities")
     attempts: list[str] = []
+    if previous and connection.session_capability("list"):
+        # What the agent still knows (ACP session/list): a session it no longer lists is not
+        # asked for, it gets a new one at once.
+        listed = await _agent_lists(session, previous)
+        if listed is not None:
+            extra["listed"] = listed
+            if not listed:
+                previous = None
     if previous:
         if isinstance(session_caps, dict) and isinstance(session_caps.get("resume"), dict):
             attempts.append("session/resume")
@@ -401,6 +414,37 @@ async def _reconnect(session: Session) -> tuple[str, dict[str, Any], list[Any]]:
     await _after_handshake(session, result["sessionId"], result)
     raw = [_request("session/new", base), _response(result)]
     return "session/new", {**extra, "nativeSessionId": result["sessionId"], "failed": failed}, raw
+
+
+# session/list: pages read at most, and seconds one page may take (then it is withdrawn with
+# `$/cancel_request` and the bridge tries resume/load as without the list).
+LIST_PAGES = 50
+LIST_PAGE_TIMEOUT = 5.0
+
+
+async def _agent_lists(session: Session, native_session_id: str) -> bool | None:
+    """Whether the agent's `session/list` (for the session's directory) has the session; None when
+    it cannot tell (an error, a time-out, too many pages)."""
+    connection = session.agent.connection
+    assert connection is not None
+    timeout = min(LIST_PAGE_TIMEOUT, session.settings.agent_start_timeout / 3)
+    params: dict[str, Any] = {"cwd": session.cwd}
+    for _ in range(LIST_PAGES):
+        try:
+            result = await connection.request("session/list", params, timeout)
+        except (RequestError, TimeoutError) as exc:
+            log.info("%s: session/list failed: %s", session.id, exc or "timed out")
+            return None
+        found = result.get("sessions") if isinstance(result, dict) else None
+        if not isinstance(found, list):
+            return None
+        if any(isinstance(entry, dict) and entry.get("sessionId") == native_session_id for entry in found):
+            return True
+        cursor = result.get("nextCursor") if isinstance(result, dict) else None
+        if not isinstance(cursor, str) or not cursor:
+            return False
+        params = {"cwd": session.cwd, "cursor": cursor}
+    return None
 
 
 async def _after_handshake(session: Session, native_session_id: str, result: dict[str, Any]) -> None:

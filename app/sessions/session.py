@@ -438,9 +438,10 @@ class Session:
 
     # ---- ending ----------------------------------------------------------------------------
     # Every end goes the same way: (1) phase ending, no more turns; (2) the running turn is
-    # cancelled (terminate only); (3) waiting requests get their cancel result; (4) open items are
-    # closed and session.ended recorded (not at server shutdown); (5) ``_release``: the saved
-    # record, terminals, the agent process, the turn task; (6) phase ended.
+    # cancelled and the agent's session closed (terminate only; `session/close` when offered);
+    # (3) waiting requests get their cancel result; (4) open items are closed and session.ended
+    # recorded (not at server shutdown); (5) ``_release``: the saved record, terminals, the agent
+    # process, the turn task; (6) phase ended.
 
     async def terminate(self) -> None:
         """Legacy terminate: record exactly one session.ended, stop the agent. Idempotent."""
@@ -451,16 +452,22 @@ class Session:
             return
         self._set_phase(Phase.ENDING, "terminated")  # (1)
         self.turns.close()
+        # A task of its own: a second terminate waits for the same end, a client that goes away
+        # does not cut it short.
+        self._ending = asyncio.create_task(self._terminating())
+        await asyncio.shield(self._ending)
+
+    async def _terminating(self) -> None:
         if self.turns.running and self.agent.connection is not None:  # (2)
             with contextlib.suppress(Exception):
                 await self.agent.notify("session/cancel", {"sessionId": self.native_session_id})
             self.cancel_pending()
             await self.turns.wait_idle(self.settings.cancel_grace)
+        await self.agent.close_session(self.native_session_id)  # ACP session/close, when offered
         self.cancel_pending()  # (3)
         self.record(self.translator.flush())  # (4)
         self.record_one(SESSION_ENDED, {"reason": "terminated", "terminated_by": "daemon"}, synthetic=True)
-        self._ending = asyncio.create_task(self._release())  # (5), (6)
-        await asyncio.shield(self._ending)
+        await self._release()  # (5), (6)
 
     def _agent_exited(self, exit_info: ExitInfo) -> None:
         """The agent's process exited by itself (called by the link's watcher)."""

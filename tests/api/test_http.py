@@ -56,7 +56,7 @@ def test_health_is_public_and_agents_need_the_token(secured: httpx.Client) -> No
     assert r.status_code == 401 and r.json() == TOKEN_BODY
     r = secured.get("/v1/agents", headers={"Authorization": f"Bearer {TOKEN}"})
     assert r.status_code == 200
-    assert sorted(a["id"] for a in r.json()["agents"]) == ["amp", "claude", "codex", "mock", "opencode"]
+    assert sorted(a["id"] for a in r.json()["agents"][:5]) == ["amp", "claude", "codex", "mock", "opencode"]
 
 
 @pytest.mark.parametrize(
@@ -131,8 +131,10 @@ def test_credentials_with_wildcards_refuse_to_start(tmp_path) -> None:  # type: 
 
 def test_agents_listing(client: httpx.Client) -> None:
     agents = client.get("/v1/agents").json()["agents"]
-    assert [a["id"] for a in agents] == ["claude", "codex", "opencode", "amp", "mock"]
-    mock = agents[-1]
+    # The legacy ids first; the ACP registry's agents follow (test_acp_registry.py).
+    assert [a["id"] for a in agents[:5]] == ["claude", "codex", "opencode", "amp", "mock"]
+    assert all("sandbox-agent/acpRegistry" in a["_meta"] for a in agents[5:])
+    mock = agents[4]
     assert mock["installed"] is True and mock["credentialsAvailable"] is True and mock["version"] == "builtin"
     assert len(mock["capabilities"]) == 18
     assert all(v for k, v in mock["capabilities"].items() if k != "sharedProcess")
@@ -146,7 +148,7 @@ def test_agents_listing(client: httpx.Client) -> None:
 
 def test_mock_install_modes_and_models(client: httpx.Client) -> None:
     assert client.post("/v1/agents/mock/install", json={}).status_code == 204
-    mock = client.get("/v1/agents").json()["agents"][-1]
+    mock = next(a for a in client.get("/v1/agents").json()["agents"] if a["id"] == "mock")
     assert mock["path"].endswith("/mock")
     modes = client.get("/v1/agents/mock/modes").json()["modes"]
     assert [(m["id"], m["name"]) for m in modes] == [("build", "Build"), ("plan", "Plan")]

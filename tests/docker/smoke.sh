@@ -74,7 +74,7 @@ SIZE=$(docker image inspect -f '{{.Size}}' "$IMAGE")
 echo "image $IMAGE: $((SIZE / 1000000)) MB, built in $(($(date +%s) - BUILD_START)) s"
 
 # ---- a container with a token -------------------------------------------------------------------
-docker run -d --name "$NAME" -e ACP_BRIDGE_TOKEN=smoke -p "127.0.0.1:$PORT:2468" "$IMAGE" >/dev/null
+docker run -d --name "$NAME" -e ACP_BRIDGE_TOKEN=smoke -e ACP_BRIDGE_ACP_REGISTRY_URL= -p "127.0.0.1:$PORT:2468" "$IMAGE" >/dev/null
 URL="http://127.0.0.1:$PORT"
 AUTH=(-H "Authorization: Bearer smoke")
 for _ in $(seq 1 60); do curl -fsS --max-time 2 "$URL/v1/health" >/dev/null 2>&1 && break; sleep 0.5; done
@@ -138,7 +138,7 @@ exit_code=$(docker inspect -f '{{.State.ExitCode}}' "$NAME")
 ok "docker stop: exit 0 in ${stop_s}s"
 
 # ---- without a token on 0.0.0.0: a loud warning --------------------------------------------------
-docker run -d --name "$NAME-open" "$IMAGE" >/dev/null
+docker run -d --name "$NAME-open" -e ACP_BRIDGE_ACP_REGISTRY_URL= "$IMAGE" >/dev/null
 for _ in $(seq 1 40); do docker logs "$NAME-open" 2>&1 | grep -q "WARNING: no token" && break; sleep 0.25; done
 logs=$(docker logs "$NAME-open" 2>&1)
 [[ "$logs" == *"WARNING: no token"* ]] || fail "no warning without a token"

@@ -79,6 +79,8 @@ def test_each_restart_continues_the_agents_session(report: dict[str, Any]) -> No
             assert meta["replayed"] > 0, meta  # codex replayed its history, which is not logged again
         assert meta["nativeSessionId"] == meta["previousNativeSessionId"] == native
         assert meta["failed"] == []
+        # codex-acp offers session/list: asked first, it still listed the session.
+        assert meta["listed"] is True, meta
         after = stage["info_after"]["_meta"][META]
         assert after == meta and meta["state"] == "restarted" and meta["cause"] == cause, after
         assert stage["info_after"]["nativeSessionId"] == native

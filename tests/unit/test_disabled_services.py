@@ -50,3 +50,9 @@ def test_the_bridge_advertises_its_client_methods() -> None:
         "elicitation": {"form": {}},
         "_meta": {"sandbox-agent/requestQuestion": {}},
     }
+
+
+def test_terminal_is_advertised_only_with_every_terminal_method() -> None:
+    for method in ("terminal/output", "terminal/wait_for_exit", "terminal/kill", "terminal/release"):
+        assert "terminal" not in ClientServices().client_capabilities(frozenset({method}))
+    assert ClientServices().client_capabilities(frozenset({"elicitation/create"})).get("elicitation") is None

@@ -40,6 +40,11 @@ def _given_path(block: dict[str, Any]) -> str:
 
 PROTOCOL_VERSION = 1
 LINE_LIMIT = 64 * 1024 * 1024
+# Methods (comma-separated) the mock answers only once the client withdraws them with
+# `$/cancel_request` (then with -32800), for tests of a client that gives up on a request.
+STALL_ENV = "ACP_BRIDGE_MOCK_STALL"
+STALL_LIMIT = 60.0  # seconds a stalled request waits at most
+REQUEST_CANCELLED = -32800
 
 
 class MockAgent:
@@ -54,6 +59,9 @@ class MockAgent:
         self._sessions: dict[str, dict[str, Any]] = {}
         self._cancelled: set[str] = set()
         self.client_capabilities: dict[str, Any] = {}
+        # Client requests being handled, by id: set when the client withdraws one ($/cancel_request).
+        self._withdrawn: dict[Any, asyncio.Event] = {}
+        self._stall = set(filter(None, os.environ.get(STALL_ENV, "").split(",")))
 
     # ---- wire ----------------------------------------------------------------------------
     async def write_line(self, data: bytes) -> None:
@@ -112,8 +120,12 @@ class MockAgent:
         method = message["method"]
         params = message.get("params") or {}
         is_request = "id" in message
+        if is_request:
+            self._withdrawn[message["id"]] = asyncio.Event()
         try:
             try:
+                if is_request and method in self._stall:
+                    await self._stalled(message["id"])
                 result = await self._dispatch(method, params)
             except _RpcError as exc:
                 if is_request:
@@ -125,6 +137,15 @@ class MockAgent:
                 await self._after_prompt(params.get("sessionId", ""))
         except (ConnectionError, OSError):
             os._exit(0)  # the client went away: nothing left to talk to
+        finally:
+            if is_request:
+                self._withdrawn.pop(message["id"], None)
+
+    async def _stalled(self, request_id: Any) -> None:
+        """Answer nothing until the client withdraws the request; then ACP's -32800."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._withdrawn[request_id].wait(), STALL_LIMIT)
+        raise _RpcError(REQUEST_CANCELLED, "Request cancelled")
 
     # ---- agent methods -------------------------------------------------------------------
     async def _dispatch(self, method: str, params: dict[str, Any]) -> Any:
@@ -136,6 +157,8 @@ class MockAgent:
                     "loadSession": memory.state_dir() is not None,
                     "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
                     "mcpCapabilities": {"http": False, "sse": False},
+                    # session/list needs the sessions kept on disk; session/close always works.
+                    "sessionCapabilities": {"close": {}, **({"list": {}} if memory.state_dir() else {})},
                 },
                 "agentInfo": {"name": "mock", "title": "Mock agent", "version": "builtin"},
                 "authMethods": [],
@@ -145,6 +168,7 @@ class MockAgent:
             legacy_id = meta.get("sandbox-agent/sessionId")
             session_id = f"mock-{legacy_id}" if legacy_id else f"mock-{len(self._sessions) + 1}"
             memory.forget(session_id)
+            memory.begin(session_id, params.get("cwd"))
             self._open_session(session_id, params, [])
             return self._session_result(session_id)
         if method == "session/load":
@@ -165,6 +189,22 @@ class MockAgent:
         if method == "session/cancel":
             self._cancelled.add(params.get("sessionId", ""))
             return None
+        if method == "$/cancel_request":
+            withdrawn = self._withdrawn.get(params.get("requestId"))
+            if withdrawn is not None:
+                withdrawn.set()
+            return None
+        if method == "session/close":
+            # ACP: running work stops as after session/cancel; the session is gone from this process
+            # (its memory on disk stays, for session/load).
+            self._session(params)
+            self._cancelled.add(params["sessionId"])
+            self._sessions.pop(params["sessionId"], None)
+            return {}
+        if method == "session/list":
+            cwd = params.get("cwd")
+            listed = [entry for entry in memory.sessions() if cwd is None or entry.get("cwd") == cwd]
+            return {"sessions": listed}
         if method == "session/set_mode":
             session = self._session(params)
             session["mode"] = params.get("modeId")

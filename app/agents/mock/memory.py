@@ -69,6 +69,32 @@ def forget(session_id: str) -> None:
             pass
 
 
+def begin(session_id: str, cwd: Any) -> None:
+    """A new session: its first line names it (what ``session/list`` answers)."""
+    _write(session_id, {"sessionId": session_id, "cwd": cwd if isinstance(cwd, str) else ""})
+
+
+def sessions() -> list[dict[str, str]]:
+    """The sessions kept on disk, ``{sessionId, cwd}`` each (ACP ``session/list``)."""
+    directory = state_dir()
+    found: list[dict[str, str]] = []
+    if directory is None:
+        return found
+    try:
+        paths = sorted(directory.glob("*.jsonl"))
+    except OSError:
+        return found
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                first = json.loads(fh.readline() or "null")
+        except (OSError, ValueError):
+            continue
+        if isinstance(first, dict) and isinstance(first.get("sessionId"), str):
+            found.append({"sessionId": first["sessionId"], "cwd": str(first.get("cwd") or "")})
+    return found
+
+
 def remember_prompt(session: dict[str, Any], prompt: str) -> None:
     """Kept as soon as it arrives: a turn the bridge's stop cuts short is remembered too."""
     _write(session["id"], {"prompt": prompt[:PROMPT_KEPT]})
@@ -80,7 +106,7 @@ def remember_reply(session: dict[str, Any], prompt: str, reply: str) -> None:
     _write(session["id"], {"reply": reply[:REPLY_KEPT]})
 
 
-def _write(session_id: str, entry: dict[str, str]) -> None:
+def _write(session_id: str, entry: dict[str, Any]) -> None:
     path = _path(session_id)
     if path is None:
         return
