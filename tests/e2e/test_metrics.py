@@ -60,6 +60,9 @@ def test_metrics_move_with_a_mock_session_with_permissions(bridge: Bridge, tmp_p
     assert value(during, "acp_bridge_sessions", phase="running") >= 1
     assert reply_permission(client, "m1", "mock_1_permission", "once").status_code == 204
     assert reply_permission(client, "m1", "mock_1_permission_denied", "reject").status_code == 204
+    wait_count(client, "m1", "permission.resolved", 2)
+    # The mock's permission turn ends asking, as legacy's did (no turn.ended); a second turn ends.
+    send(client, "m1", "echo done")
     wait_for_events(client, "m1", until_type("turn.ended"))
     with client.stream("GET", "/v1/sessions/m1/events/sse", params={"offset": 0}) as stream:
         assert stream.status_code == 200
@@ -70,11 +73,11 @@ def test_metrics_move_with_a_mock_session_with_permissions(bridge: Bridge, tmp_p
 
     assert value(after, "acp_bridge_pending_permissions") == 0
     assert value(after, "acp_bridge_sessions", phase="ended") == value(before, "acp_bridge_sessions", phase="ended") + 1
-    # One turn, ended by the agent's answer.
-    assert value(after, "acp_bridge_turns_started_total", agent="mock") == 1
-    assert value(after, "acp_bridge_turns_ended_total", agent="mock", stop_reason="end_turn") == 1
-    assert value(after, "acp_bridge_turn_duration_seconds_count") == 1
-    assert value(after, "acp_bridge_turn_duration_seconds_bucket", le="+Inf") == 1
+    # Two turns, each ended by the agent's answer.
+    assert value(after, "acp_bridge_turns_started_total", agent="mock") == 2
+    assert value(after, "acp_bridge_turns_ended_total", agent="mock", stop_reason="end_turn") == 2
+    assert value(after, "acp_bridge_turn_duration_seconds_count") == 2
+    assert value(after, "acp_bridge_turn_duration_seconds_bucket", le="+Inf") == 2
     assert value(after, "acp_bridge_turn_duration_seconds_sum") > 0
     # Its events, all committed.
     sessions = client.get("/v1/sessions").json()["sessions"]
@@ -92,7 +95,7 @@ def test_metrics_move_with_a_mock_session_with_permissions(bridge: Bridge, tmp_p
     assert value(after, "acp_bridge_http_requests_total", route=route, method="POST", status="204") == 2
     assert value(after, "acp_bridge_http_request_duration_seconds_count", route=route, method="POST") == 2
     messages = "/v1/sessions/{session_id}/messages"
-    assert value(after, "acp_bridge_http_requests_total", route=messages, method="POST", status="204") == 1
+    assert value(after, "acp_bridge_http_requests_total", route=messages, method="POST", status="204") == 2
     assert value(after, "acp_bridge_http_requests_total", route="/metrics", method="GET", status="200") >= 3
     # Webhooks are not configured: nothing queued, nothing delivered.
     assert value(after, "acp_bridge_webhook_queue_depth") == 0
