@@ -38,7 +38,12 @@ SHUTDOWN_GRACE = 2  # seconds (uvicorn takes whole seconds)
 
 
 def open_store(settings: Settings) -> EventStore:
-    """The durable event store in the data dir; it touches the disk only when the server starts."""
+    """The durable event store: a PostgreSQL database (``database_url``) or SQLite in the data dir;
+    it touches the database or the disk only when the server starts."""
+    if settings.database_url:
+        from app.events.postgres import PostgresEventStore
+
+        return PostgresEventStore(settings.database_url, backlog_bytes=settings.event_backlog_bytes)
     return SqliteEventStore(settings.resolved_data_dir(), backlog_bytes=settings.event_backlog_bytes)
 
 
@@ -212,6 +217,8 @@ def _parser() -> argparse.ArgumentParser:
     server.add_argument(
         "--fs-root", dest="fs_roots", action="append", help="confine /v1/fs and agent file access here (repeatable)"
     )
+    server.add_argument("--database-url", help="PostgreSQL URL: the event store shared by a fleet of bridges")
+    server.add_argument("--advertise-url", help="where the other bridges of the fleet reach this one")
     server.add_argument("--log-level", help="log level (default warning)")
 
     export = sub.add_parser("openapi", help="print the OpenAPI document this server serves")
