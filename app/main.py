@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from app.api.middleware import ASGIApp
+    from app.sessions.fleet import Fleet
 
 VERSION = "0.1.0"
 LOG_FORMAT = "%(levelname)-9s %(name)s: %(message)s"
@@ -67,6 +68,14 @@ class Services:
         # Agent and terminal process groups, so the next server on the data dir can end a crashed run's.
         self.processes = ProcessRegistry(settings.resolved_data_dir() / "processes")
         self.manager = SessionManager(settings, self.registry, self.store, self.client_services, self.processes)
+        self.fleet: Fleet | None = None
+        if settings.database_url:
+            from app.events.postgres import PostgresEventStore
+            from app.sessions.fleet import Fleet
+
+            assert isinstance(self.store, PostgresEventStore)
+            # Bridges on one database: every one lists and serves every session (app/sessions/fleet.py).
+            self.fleet = self.manager.fleet = Fleet(settings, self.store, self.manager)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -81,8 +90,11 @@ class Services:
             # The data dir is this server's now: end what an earlier run left alive.
             await asyncio.to_thread(processes.sweep)
             processes.open()
-            manager.restore()
+            fleet = self.fleet
+            manager.restore(await fleet.runners() if fleet is not None else None)
             await manager.settle_restored()
+            if fleet is not None:
+                fleet.start()
             if settings.retention_days > 0:
                 pruning = asyncio.create_task(retention.run(manager, settings.retention_days), name="retention")
             yield
@@ -92,6 +104,8 @@ class Services:
             if self.registry.installer is not None:
                 await self.registry.installer.shutdown()
             await manager.shutdown()
+            if self.fleet is not None:
+                await self.fleet.stop()
             processes.close()
             store.close()  # commits every event still queued
             datadir.remove(settings)

@@ -447,4 +447,3 @@ class PostgresEventStore(SqliteEventStore):
         self._flushed.pop(session_id, None)
         self._listeners.pop(session_id, None)
         self._records = [r for r in self._records if _record_id(r) != session_id]
-
