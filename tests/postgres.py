@@ -65,6 +65,7 @@ class PostgresServer:
     directory: Path
     port: int
     user: str | None  # the system user running it (None: this process's)
+    durable: bool = False  # fsync on (benchmarks); off for the tests
 
     @property
     def url(self) -> str:
@@ -79,8 +80,10 @@ class PostgresServer:
     def start(self) -> None:
         options = (
             f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.directory}"
-            " -c max_connections=200 -c fsync=off -c full_page_writes=off"
+            " -c max_connections=200"
         )
+        if not self.durable:
+            options += " -c fsync=off -c full_page_writes=off"
         done = self._run(
             "pg_ctl",
             "-D",
@@ -114,14 +117,14 @@ class PostgresServer:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{name}"
 
 
-def start_postgres() -> PostgresServer:
+def start_postgres(durable: bool = False) -> PostgresServer:
     bin_dir = require_binaries()
     user = "postgres" if os.geteuid() == 0 else None
     # Not under pytest's tmp dirs: those are private to root, and the server runs as postgres.
     directory = Path(tempfile.mkdtemp(prefix="acp-bridge-pg-"))
     if user is not None:
         shutil.chown(directory, user)
-    server = PostgresServer(bin_dir, directory, free_port(), user)
+    server = PostgresServer(bin_dir, directory, free_port(), user, durable)
     done = server._run(
         "initdb",
         "-D",
