@@ -141,14 +141,36 @@ class Fleet:
             if not live:
                 continue
             try:
-                await self.store.run(
+                rows = await self.store.run(
                     lambda conn, ids=live: conn.execute(
-                        "UPDATE leases SET expires = now() + %s::interval WHERE owner = %s AND session_id = ANY(%s)",
+                        "UPDATE leases SET expires = now() + %s::interval WHERE owner = %s AND session_id = ANY(%s)"
+                        " RETURNING session_id",
                         (interval, self.url, ids),
-                    )
+                    ).fetchall()
                 )
             except Exception as exc:
                 log.error("cannot renew the leases of the sessions this bridge runs: %s", exc)
+                continue
+            renewed = {row[0] for row in rows}
+            for session_id in live:
+                if session_id not in renewed:
+                    await self._lost(session_id)
+
+    async def _lost(self, session_id: str) -> None:
+        """Another bridge took the session over (this one could not renew its lease in time: a
+        stall, a partition): its agent here stops, writing nothing more, and the session is followed."""
+        session = self.manager.find(session_id)
+        if session is None or session.remote_info is not None or session.ended:
+            return
+        log.error("session %s: another bridge holds its lease now; stopping its agent here", session_id)
+        session.persisted = False  # the record is the new runner's now
+        try:
+            await session.shutdown()
+        except Exception:
+            log.exception("session %s: stopping its agent failed", session_id)
+        session.log.close_subscribers()  # (its readers reconnect, with Last-Event-ID, to the followed log)
+        self.manager.discard(session_id)
+        await self.current(session_id, None)
 
     # ---- following -----------------------------------------------------------------------------------
     async def current(self, session_id: str, session: Session | None) -> Session | None:

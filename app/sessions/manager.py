@@ -103,6 +103,10 @@ class SessionManager:
         """A live session of another bridge's, to run here (``fleet``), on the log that followed it."""
         return self._restored(record, log_=log_)
 
+    def discard(self, session_id: str) -> None:
+        """Drop the session from this bridge only (another bridge of the fleet runs it now)."""
+        self._sessions.pop(session_id, None)
+
     def add(self, session: Session) -> None:
         """A session made from its record (``restored``) joins the listed ones, in place of any."""
         self._sessions[session.id] = session

@@ -17,7 +17,18 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import Bridge, create_session, events, free_port, iter_sse, send, start_bridge, types, until_type
+from tests.support import (
+    Bridge,
+    create_session,
+    events,
+    free_port,
+    iter_sse,
+    send,
+    start_bridge,
+    types,
+    until_type,
+    wait_until,
+)
 from tests.support import wait_for_events as follow
 
 TOKEN = "fleet-token"
@@ -210,3 +221,22 @@ def test_a_session_outlives_its_bridge(fleet: Fleet) -> None:
     assert events(ca2, "lasting") == final
     assert sum(1 for s in status_items(final) if s["state"] == "restarted") == 1  # still on B, once
     assert "taken over from" in b.log() and "taken over from" not in a2.log()
+
+
+def test_a_bridge_that_lost_its_lease_stops_its_agent_and_follows(fleet: Fleet) -> None:
+    import psycopg
+
+    a = fleet.start("a")
+    ca = a.client()
+    create_session(ca, "moved")
+    send(ca, "moved", "hello")
+    before = follow(ca, "moved", until_type("turn.ended"))
+    # As if another bridge had taken it over while A stalled (its lease ran out meanwhile).
+    with psycopg.connect(fleet.database_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE leases SET owner = 'http://127.0.0.1:9', expires = now() + interval '1 hour'"
+            " WHERE session_id = 'moved'"
+        )
+    assert wait_until(lambda: runner(ca, "moved") == "http://127.0.0.1:9", 10), a.log()
+    assert "another bridge holds its lease now" in a.log()
+    assert events(ca, "moved") == before  # it wrote nothing more
