@@ -76,10 +76,16 @@ class Fleet:
 
     # ---- start and stop ---------------------------------------------------------------------------
     async def runners(self) -> dict[str, str]:
-        """Sessions leased to another bridge (id -> its address), at start: followed here."""
-        rows = await self.store.run(
-            lambda conn: conn.execute("SELECT session_id, owner FROM leases WHERE owner <> %s", (self.url,)).fetchall()
-        )
+        """Sessions leased to another bridge (id -> its address), at start: followed here. Those
+        still leased to this bridge (by its address) are its own again: their leases are renewed
+        first, in one statement, so no other bridge can take one over meanwhile."""
+        interval = f"{self.lease_seconds} seconds"
+
+        def read(conn: Any) -> Any:
+            conn.execute("UPDATE leases SET expires = now() + %s::interval WHERE owner = %s", (interval, self.url))
+            return conn.execute("SELECT session_id, owner FROM leases WHERE owner <> %s", (self.url,)).fetchall()
+
+        rows = await self.store.run(read)
         return {session_id: owner for session_id, owner in rows}
 
     def start(self) -> None:
@@ -110,7 +116,7 @@ class Fleet:
             log.warning("cannot release the leases of this bridge: %s", exc)
 
     # ---- leases -------------------------------------------------------------------------------------
-    async def claim(self, session_id: str, *, new: bool = False) -> bool:
+    async def claim(self, session_id: str) -> bool:
         """Take the session's lease: True when this bridge holds it now."""
         interval = f"{self.lease_seconds} seconds"
 
@@ -188,6 +194,12 @@ class Fleet:
         rows = await self.store.run(lambda conn: conn.execute(_SESSIONS).fetchall())
         for row in rows:
             self._update(row, self.manager.find(row[0]))
+        present = {row[0] for row in rows}
+        for session in self.manager.list():
+            if session.remote_info is not None and session.id not in present:  # deleted elsewhere (retention)
+                session.log.close_subscribers()
+                self.manager.discard(session.id)
+                self.store.forget_session(session.id)
 
     def _update(self, row: Any, session: Session | None) -> Session | None:
         import json
@@ -227,6 +239,7 @@ class Fleet:
 
         from app.events.postgres import EVENTS_CHANNEL, SESSIONS_CHANNEL
 
+        quiet = False  # said once per outage
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(
@@ -235,6 +248,9 @@ class Fleet:
                     await conn.execute(f"LISTEN {EVENTS_CHANNEL}")
                     await conn.execute(f"LISTEN {SESSIONS_CHANNEL}")
                     await self._catch_up()  # what was committed while nobody listened
+                    if quiet:
+                        log.warning("listening to the database for new events again")
+                    quiet = False
                     async for note in conn.notifies():
                         if note.channel == EVENTS_CHANNEL:
                             session_id, _, sequence = note.payload.rpartition(" ")
@@ -245,7 +261,9 @@ class Fleet:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("not listening to the database for new events (%s); polling meanwhile", exc)
+                if not quiet:
+                    log.warning("not listening to the database for new events (%s); polling meanwhile", exc)
+                quiet = True
             await asyncio.sleep(self.RELISTEN)
 
     def _refresh_soon(self, session_id: str) -> None:

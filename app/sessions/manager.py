@@ -240,7 +240,7 @@ class SessionManager:
         self.check_storage()
         self._creating.add(session_id)
         try:
-            if self.fleet is not None and not await self.fleet.claim(session_id, new=True):
+            if self.fleet is not None and not await self.fleet.claim(session_id):
                 raise SessionAlreadyExists(session_id)  # another bridge is creating it
             if not spec.installed:
                 # Legacy: creating a session installs a missing agent (`agentVersion` picks the version).

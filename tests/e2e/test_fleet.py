@@ -137,12 +137,11 @@ class Reader(threading.Thread):
 
 
 def test_two_bridges_serve_one_session(fleet: Fleet) -> None:
-    a, b = fleet.start("a"), fleet.start("b")
-    ca, cb = a.client(), b.client()
+    a, b, c = fleet.start("a"), fleet.start("b"), fleet.start("c")
+    ca, cb, cc = a.client(), b.client(), c.client()
     create_session(ca, "shared", permissionMode="plan")
-    # B lists it, run by A.
-    assert runner(cb, "shared") == a.url
-    assert runner(ca, "shared") == a.url
+    # B and C list it, run by A.
+    assert runner(cb, "shared") == runner(cc, "shared") == runner(ca, "shared") == a.url
 
     # A reader on B follows A's events live.
     reader = Reader(cb, "shared", until_type("turn.ended"))
@@ -160,7 +159,7 @@ def test_two_bridges_serve_one_session(fleet: Fleet) -> None:
 
     # Every event is the same through A and B, and what B's reader got live is that history.
     through_a, through_b = events(ca, "shared"), events(cb, "shared")
-    assert through_a == through_b
+    assert through_a == through_b == events(cc, "shared")
     sound(through_a)
     assert reader.seen == through_b[: len(reader.seen)]
     assert types(through_b)[-1] == "turn.ended"
@@ -175,6 +174,9 @@ def test_two_bridges_serve_one_session(fleet: Fleet) -> None:
             if event["type"] == "turn.ended":
                 break
     assert streamed == events(ca, "shared")[len(through_a) :]
+    # A message sent to C reaches A's agent too.
+    send(cc, "shared", "hello again")
+    follow(ca, "shared", until_type("turn.ended", 3))
     # Terminate through B ends it on A.
     assert cb.post("/v1/sessions/shared/terminate").status_code == 204
     assert info(ca, "shared")["ended"] is True
