@@ -174,9 +174,18 @@ def test_two_bridges_serve_one_session(fleet: Fleet) -> None:
             if event["type"] == "turn.ended":
                 break
     assert streamed == events(ca, "shared")[len(through_a) :]
-    # A message sent to C reaches A's agent too.
-    send(cc, "shared", "hello again")
-    follow(ca, "shared", until_type("turn.ended", 3))
+    # A message sent to C reaches A's agent too; its questions are answered and declined through B.
+    send(cc, "shared", "question")
+    questions = follow(ca, "shared", until_type("question.requested", 2))
+    reject, ask = sorted(
+        (e["data"]["question_id"] for e in questions if e["type"] == "question.requested"),
+        key=lambda q: not q.endswith("_reject"),
+    )
+    assert cb.post(f"/v1/sessions/shared/questions/{reject}/reject").status_code == 204
+    answer = cb.post(f"/v1/sessions/shared/questions/{ask}/reply", json={"answers": [["Red"]]})
+    assert answer.status_code == 204, answer.text
+    asked = follow(cc, "shared", until_type("turn.ended", 3))
+    assert {e["data"]["status"] for e in asked if e["type"] == "question.resolved"} == {"answered", "rejected"}
     # Terminate through B ends it on A.
     assert cb.post("/v1/sessions/shared/terminate").status_code == 204
     assert info(ca, "shared")["ended"] is True
