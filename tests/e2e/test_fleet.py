@@ -197,10 +197,16 @@ def test_a_session_outlives_its_bridge(fleet: Fleet) -> None:
     port_a = free_port()
     a, b = fleet.start("a", port_a), fleet.start("b")
     ca, cb = a.client(), b.client()
-    create_session(ca, "lasting")
+    create_session(ca, "lasting", permissionMode="plan")
     send(ca, "lasting", "first message")
-    before = follow(cb, "lasting", until_type("turn.ended"))
+    follow(cb, "lasting", until_type("turn.ended"))
+    # Mid-turn: A's agent waits for a permission reply when A dies.
+    send(ca, "lasting", LIST_FILES)
+    before = follow(cb, "lasting", until_type("permission.requested"))
     assert events(cb, "lasting") == events(ca, "lasting") == before
+    reader = Reader(cb, "lasting", until_type("turn.ended", 3))  # on B, across the take-over
+    reader.start()
+    assert reader.connected.wait(10) and reader.error is None
 
     # kill -9 of A: the next message through B continues the session on B.
     for client in a.clients:
@@ -208,16 +214,24 @@ def test_a_session_outlives_its_bridge(fleet: Fleet) -> None:
     a.proc.send_signal(signal.SIGKILL)
     a.proc.wait(10)
     send(cb, "lasting", "second message")
-    after = follow(cb, "lasting", until_type("turn.ended", 2))
+    after = follow(cb, "lasting", until_type("turn.ended", 3))
     history = events(cb, "lasting")
     sound(history)
     assert history[: len(before)] == before  # nothing lost, nothing rewritten
+    added = history[len(before) :]
+    # What the dead agent left open is closed: its permission request, its turn.
+    assert [e["data"]["status"] for e in added if e["type"] == "permission.resolved"] == ["reject"]
+    assert next(e["data"]["metadata"]["stopReason"] for e in added if e["type"] == "turn.ended") == "error"
     (status,) = [s for s in status_items(history) if s["state"] == "restarted"]
     assert status["method"] == "session/load"
     assert status["bridge"] == b.url
     assert b.url in status["text"]
     assert runner(cb, "lasting") == b.url
     assert after[-1]["type"] == "turn.ended"
+    # The reader on B followed A's events, then B's own, without a gap or a duplicate.
+    reader.join(30)
+    assert not reader.is_alive() and reader.error is None
+    assert reader.seen == history[: len(reader.seen)]
 
     # A restarted: lists the session as running on B, adds nothing, forwards a message to B.
     a2 = fleet.start("a", port_a)
@@ -225,7 +239,7 @@ def test_a_session_outlives_its_bridge(fleet: Fleet) -> None:
     assert runner(ca2, "lasting") == b.url
     assert events(ca2, "lasting") == events(cb, "lasting") == history
     send(ca2, "lasting", "third message")
-    follow(ca2, "lasting", until_type("turn.ended", 3))
+    follow(ca2, "lasting", until_type("turn.ended", 4))
     final = events(cb, "lasting")
     sound(final)
     assert final[: len(history)] == history
