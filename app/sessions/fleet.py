@@ -141,6 +141,7 @@ class Fleet:
 
     async def _renew(self) -> None:
         interval = f"{self.lease_seconds} seconds"
+        failing = False  # said once per outage
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             live = [s.id for s in self.manager.list() if s.remote_info is None and not s.ended]
@@ -155,8 +156,13 @@ class Fleet:
                     ).fetchall()
                 )
             except Exception as exc:
-                log.error("cannot renew the leases of the sessions this bridge runs: %s", exc)
+                if not failing:
+                    log.error("cannot renew the leases of the sessions this bridge runs: %s", exc)
+                failing = True
                 continue
+            if failing:
+                log.warning("the leases of the sessions this bridge runs are renewed again")
+            failing = False
             renewed = {row[0] for row in rows}
             for session_id in live:
                 if session_id not in renewed:

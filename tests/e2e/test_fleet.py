@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.postgres import PostgresServer
 from tests.support import (
     Bridge,
     create_session,
@@ -265,3 +266,29 @@ def test_a_bridge_that_lost_its_lease_stops_its_agent_and_follows(fleet: Fleet) 
     assert wait_until(lambda: runner(ca, "moved") == "http://127.0.0.1:9", 10), a.log()
     assert "another bridge holds its lease now" in a.log()
     assert events(ca, "moved") == before  # it wrote nothing more
+
+
+def test_a_database_that_goes_away_loses_nothing_across_bridges(fleet: Fleet, postgres: PostgresServer) -> None:
+    a, b = fleet.start("a"), fleet.start("b")
+    ca, cb = a.client(), b.client()
+    create_session(ca, "outage")
+    send(ca, "outage", "before")
+    follow(cb, "outage", until_type("turn.ended"))
+    reader = Reader(cb, "outage", until_type("turn.ended", 2))
+    reader.start()
+    assert reader.connected.wait(10) and reader.error is None
+    postgres.stop("immediate")
+    try:
+        send(ca, "outage", "during")  # the bridge takes it and shows its events from memory
+        during = follow(ca, "outage", until_type("turn.ended", 2))
+        assert "storage_unavailable" in [e["data"].get("code") for e in during if e["type"] == "error"]
+        assert "cannot write events to the database" in a.log()
+    finally:
+        postgres.start()
+    # Back: A writes what waited, in order; B's reader gets all of it.
+    reader.join(30)
+    assert not reader.is_alive() and reader.error is None
+    through_a = events(ca, "outage")
+    assert wait_until(lambda: events(cb, "outage") == through_a, 10)
+    sound(through_a)
+    assert reader.seen == through_a
