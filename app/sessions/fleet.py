@@ -33,8 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 from app.errors import StreamError
 
-from . import recovery
-
 if TYPE_CHECKING:
     from app.events.postgres import PostgresEventStore
     from app.settings import Settings
@@ -353,6 +351,8 @@ class Fleet:
                 session_id,
                 session.runner if session is not None else "?",
             )
+            from . import recovery  # (with the ACP SDK: loaded when first needed, not at start)
+
             await recovery.settle(taken, self.store)
             return None
 
