@@ -106,3 +106,41 @@ def postgres_running(server: PostgresServer) -> bool:
         return True
     except psycopg.Error:
         return False
+
+
+def test_retention_deletes_a_session_and_its_events(database_url: str) -> None:
+    store = PostgresEventStore(database_url)
+    store.open()
+    try:
+        fill(SessionEventLog("old", store), 10)
+        fill(SessionEventLog("kept", store), 5)
+        store.save_session("old", {"info": {"sessionId": "old"}})
+        store.save_session("kept", {"info": {"sessionId": "kept"}})
+        assert store.sync(10)
+        store.delete_session("old")
+        assert store.sync(10)
+    finally:
+        store.close()
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT session_id, count(*) FROM events GROUP BY session_id").fetchall() == [("kept", 5)]
+        assert conn.execute("SELECT id FROM sessions").fetchall() == [("kept",)]
+
+
+def test_a_batch_retried_after_a_lost_connection_is_not_written_twice(database_url: str) -> None:
+    """The server may have committed a batch whose COMMIT went unanswered: the retry skips it."""
+    store = PostgresEventStore(database_url)
+    store.open()
+    try:
+        log = SessionEventLog("s1", store)
+        fill(log, 10)
+        assert store.sync(10)
+        conn = store._writer_conn
+        assert conn is not None
+        again = store.read("s1", 0, None)
+        conn.failed = True  # as after a DatabaseUnavailable
+        marks: dict[str, int] = {}
+        store._insert(conn, store._keys, again, marks)  # (on the writer's connection, the writer idle)
+        assert marks == {"s1": 10} and conn.failed is False
+        assert seqs(store.read("s1", 0, None)) == list(range(1, 11))
+    finally:
+        store.close()
