@@ -89,6 +89,10 @@ class Fleet:
     def start(self) -> None:
         import httpx
 
+        for session in self.manager.list():
+            if session.remote_info is None:
+                session.runner = self.url  # restored as this bridge's own
+
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=5.0))
         self._tasks = [
             asyncio.create_task(self._listen(), name="fleet-listen"),

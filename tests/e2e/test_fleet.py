@@ -292,3 +292,27 @@ def test_a_database_that_goes_away_loses_nothing_across_bridges(fleet: Fleet, po
     assert wait_until(lambda: events(cb, "outage") == through_a, 10)
     sound(through_a)
     assert reader.seen == through_a
+
+
+def test_a_bridge_restarted_at_once_goes_on_with_its_own_sessions(fleet: Fleet) -> None:
+    port_a = free_port()
+    a, b = fleet.start("a", port_a), fleet.start("b")
+    ca = a.client()
+    create_session(ca, "own")
+    send(ca, "own", "first message")
+    before = follow(ca, "own", until_type("turn.ended"))
+    for client in a.clients:
+        client.close()
+    a.proc.send_signal(signal.SIGKILL)
+    a.proc.wait(10)
+    # Back before its lease ran out: the session is its own again, as after any restart.
+    a2 = fleet.start("a", port_a)
+    ca2 = a2.client()
+    assert runner(ca2, "own") == a2.url == runner(b.client(), "own")
+    send(ca2, "own", "second message")
+    history = follow(ca2, "own", until_type("turn.ended", 2))
+    sound(history)
+    assert history[: len(before)] == before
+    (status,) = [s for s in status_items(history) if s["state"] == "restarted"]
+    assert status["method"] == "session/load" and "bridge" not in status
+    assert events(b.client(), "own") == events(ca2, "own")
