@@ -213,6 +213,8 @@ class Fleet:
         import json
 
         session_id, record_text, owner, valid, last = row
+        # As it is now: another look at the database may have added or replaced it meanwhile.
+        session = self.manager.find(session_id)
         if session is not None and session.remote_info is None:
             return session  # run here
         try:

@@ -43,9 +43,15 @@ async def follow_burst(a: Services, b: Services, count: int) -> list[int]:
         if index % 50 == 0:
             await asyncio.sleep(0)
     got: list[int] = []
-    async with asyncio.timeout(15):
-        while len(got) < count:
-            got.extend(e.sequence for e in await sub.next_batch())
+    try:
+        async with asyncio.timeout(15):
+            while len(got) < count:
+                got.extend(e.sequence for e in await sub.next_batch())
+    except TimeoutError:
+        raise AssertionError(
+            f"got {len(got)} of {count}; the follower is at {followed.log.last_sequence}, "
+            f"the runner at {session.log.last_sequence}"
+        ) from None
     assert got == list(range(start + 1, start + count + 1))
     return got
 
