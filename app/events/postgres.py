@@ -185,6 +185,17 @@ def migrate(conn: Any) -> int:
         conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
 
 
+def stored_row(event: StoredEvent) -> tuple[Any, ...]:
+    """An event's row, in the form the SQLite store writes its ``json`` and ``raw`` columns (one
+    place, so both stores keep events alike)."""
+    return (event.session_id, event.sequence, event.type, event.json, event.raw_json)
+
+
+def loaded_event(session_id: str, sequence: int, event_type: str, body: str, raw: str | None) -> StoredEvent:
+    """The event of a row written by ``stored_row``."""
+    return StoredEvent(session_id, sequence, event_type, body, raw)
+
+
 _COPY = "COPY events (session_id, sequence, type, json, raw) FROM STDIN"
 _NOTIFY = f"SELECT pg_notify('{EVENTS_CHANNEL}', note) FROM unnest(%s::text[]) AS note"
 
@@ -346,7 +357,7 @@ class PostgresEventStore(SqliteEventStore):
             conn.execute("BEGIN")
         try:
             if events:
-                conn.copy(_COPY, [(e.session_id, e.sequence, e.type, e.json, e.raw_json) for e in events])
+                conn.copy(_COPY, [stored_row(e) for e in events])
             # Delivered on commit: another bridge's readers read the events then.
             conn.execute(_NOTIFY, ([f"{sid} {seq}" for sid, seq in last.items()],))
             if own:
@@ -411,7 +422,7 @@ class PostgresEventStore(SqliteEventStore):
             " ORDER BY sequence LIMIT %s",
             (session_id, after, before if before is not None else 2**62, limit),
         )
-        return [StoredEvent(session_id, seq, event_type, body, raw) for seq, event_type, body, raw in rows]
+        return [loaded_event(session_id, seq, event_type, body, raw) for seq, event_type, body, raw in rows]
 
     async def read_async(
         self, session_id: str, after: int, limit: int | None, before: int | None = None
