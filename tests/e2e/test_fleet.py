@@ -143,6 +143,8 @@ def test_two_bridges_serve_one_session(fleet: Fleet) -> None:
     create_session(ca, "shared", permissionMode="plan")
     # B and C list it, run by A.
     assert runner(cb, "shared") == runner(cc, "shared") == runner(ca, "shared") == a.url
+    # Its id is taken on every bridge.
+    assert cb.post("/v1/sessions/shared", json={"agent": "mock"}).status_code == 409
 
     # A reader on B follows A's events live.
     reader = Reader(cb, "shared", until_type("turn.ended"))
