@@ -32,6 +32,8 @@ from tests.support import (
 )
 from tests.support import wait_for_events as follow
 
+pytestmark = pytest.mark.postgres
+
 TOKEN = "fleet-token"
 LIST_FILES = "List files in the current directory using available tools."
 BRIDGE = "sandbox-agent/bridge"

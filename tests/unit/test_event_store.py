@@ -20,7 +20,7 @@ from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore, MemoryEventStore
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
     """Where a store keeps its events: a data dir (SQLite) or a fresh database's URL (PostgreSQL,
     a real server the tests start)."""

@@ -16,6 +16,8 @@ from app.main import Services
 from app.sessions.fleet import Fleet
 from app.settings import Settings
 
+pytestmark = pytest.mark.postgres
+
 
 @asynccontextmanager
 async def bridges(tmp_path: Path, database_url: str) -> AsyncIterator[tuple[Services, Services]]:

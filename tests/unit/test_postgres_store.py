@@ -16,6 +16,8 @@ from app.events.sqlite import StoreError
 from tests.postgres import PostgresServer
 from tests.unit.test_event_store import fill, seqs, wait_for
 
+pytestmark = pytest.mark.postgres
+
 
 def test_the_schema_is_created_once_and_versioned(database_url: str) -> None:
     for _ in range(2):
