@@ -66,6 +66,8 @@ def startup_line(settings: Settings, registry: AgentRegistry, sock: socket.socke
         from app.sessions.fleet import advertised
 
         data_dir += f"; events in {redacted(settings.database_url)}, shared as {advertised(settings)}"
+        if not settings.advertise_url:
+            data_dir += " (set --advertise-url to the address the other bridges reach this one at)"
     elif settings.private_data_dir:
         data_dir += " (private to this run: set --data-dir to keep sessions)"
     agents = ", ".join(spec.id if spec.installed else f"{spec.id} (not installed)" for spec in registry.all())
