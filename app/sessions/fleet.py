@@ -233,7 +233,7 @@ class Fleet:
             session.runner = runner
             self.manager.add(session)
         elif isinstance(record.get("info"), dict):
-            session.follow_remote(record["info"], runner)
+            session.follow_remote(record, runner)
         if last is not None:
             session.log.follow(int(last))
         return session

@@ -96,7 +96,7 @@ class SessionManager:
         if runners is None or session_id not in runners:
             return self._restored(record)
         session = self._restored(record, remote=True)
-        session.follow_remote(record["info"], runners[session_id])
+        session.follow_remote(record, runners[session_id])
         return session
 
     def resumed_here(self, record: dict[str, Any], log_: SessionEventLog) -> Session:

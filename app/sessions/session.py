@@ -222,12 +222,13 @@ class Session:
         self.log.native_session_id = self.native_session_id
         self._set_phase(Phase.RUNNING)
 
-    def follow_remote(self, info: dict[str, Any], runner: str | None) -> None:
-        """Another bridge of the fleet runs the session (``info`` is what it saved last): this one
-        lists it and serves its events; requests for the agent go to ``runner``."""
-        self.remote_info = info
+    def follow_remote(self, record: dict[str, Any], runner: str | None) -> None:
+        """Another bridge of the fleet runs the session (``record`` is what it saved last): this one
+        lists it and serves its events; requests for the agent go to ``runner``. It ended when its
+        record says how (one saved as its bridge stopped is not ended: it goes on elsewhere)."""
+        self.remote_info = record["info"]
         self.runner = runner
-        self._set_phase(Phase.ENDED if info.get("ended") else Phase.SUSPENDED)
+        self._set_phase(Phase.ENDED if record.get("endReason") is not None else Phase.SUSPENDED)
 
     def restored_as_ended(self, reason: EndReason) -> None:
         """A suspended session whose log shows that it ended after all (its record was not saved)."""
@@ -458,7 +459,7 @@ class Session:
 
     def info(self) -> dict[str, Any]:
         if self.remote_info is not None:
-            remote = {**self.remote_info, "eventCount": self.log.count}
+            remote = {**self.remote_info, "eventCount": self.log.count, "ended": self.ended}
             remote["updatedAt"] = max(int(remote.get("updatedAt") or 0), self.log.updated_ns // 1_000_000)
             remote["_meta"] = {**(remote.get("_meta") or {}), BRIDGE_META: {"url": self.runner}}
             return remote

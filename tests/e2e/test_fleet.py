@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from tests.postgres import PostgresServer
@@ -254,8 +255,6 @@ def test_a_session_outlives_its_bridge(fleet: Fleet) -> None:
 
 
 def test_a_bridge_that_lost_its_lease_stops_its_agent_and_follows(fleet: Fleet) -> None:
-    import psycopg
-
     a = fleet.start("a")
     ca = a.client()
     create_session(ca, "moved")
@@ -320,3 +319,21 @@ def test_a_bridge_restarted_at_once_goes_on_with_its_own_sessions(fleet: Fleet) 
     (status,) = [s for s in status_items(history) if s["state"] == "restarted"]
     assert status["method"] == "session/load" and "bridge" not in status
     assert events(b.client(), "own") == events(ca2, "own")
+
+
+def test_a_bridge_stopped_cleanly_hands_its_sessions_over_at_once(fleet: Fleet) -> None:
+    a, b = fleet.start("a"), fleet.start("b")
+    ca, cb = a.client(), b.client()
+    create_session(ca, "handed")
+    send(ca, "handed", "first message")
+    follow(cb, "handed", until_type("turn.ended"))
+    a.stop()  # SIGTERM: its leases end as it stops
+    with psycopg.connect(fleet.database_url) as conn:
+        (valid,) = conn.execute("SELECT expires > now() FROM leases WHERE session_id = 'handed'").fetchone()
+    assert valid is False
+    send(cb, "handed", "second message")
+    history = follow(cb, "handed", until_type("turn.ended", 2))
+    sound(history)
+    (status,) = [s for s in status_items(history) if s["state"] == "restarted"]
+    assert status["cause"] == "shutdown" and status["bridge"] == b.url
+    assert "cannot be reached" not in b.log()  # nothing to wait for
