@@ -16,7 +16,9 @@ RUN python3 -m venv /opt/acp-rest-bridge
 WORKDIR /src
 COPY constraints.txt pyproject.toml README.md ./
 COPY app ./app
-RUN /opt/acp-rest-bridge/bin/pip install -c constraints.txt . \
+# EXTRAS=postgres: the PostgreSQL event store of a fleet (docs/fleet/compose.yaml).
+ARG EXTRAS=""
+RUN /opt/acp-rest-bridge/bin/pip install -c constraints.txt ".${EXTRAS:+[$EXTRAS]}" \
     && /opt/acp-rest-bridge/bin/pip uninstall -y -q setuptools
 
 # ---- run: python3, tini, the venv; no compilers, no build caches --------------------------------

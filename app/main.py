@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
 
     from app.api.middleware import ASGIApp
+    from app.sessions.fleet import Fleet
     from app.webhooks.dispatcher import WebhookDispatcher
 
 VERSION = "0.1.0"
@@ -54,7 +55,12 @@ def open_webhooks(settings: Settings, store: EventStore, metrics: Metrics) -> We
 
 
 def open_store(settings: Settings) -> EventStore:
-    """The durable event store in the data dir; it touches the disk only when the server starts."""
+    """The durable event store: a PostgreSQL database (``database_url``) or SQLite in the data dir;
+    it touches the database or the disk only when the server starts."""
+    if settings.database_url:
+        from app.events.postgres import PostgresEventStore
+
+        return PostgresEventStore(settings.database_url, backlog_bytes=settings.event_backlog_bytes)
     return SqliteEventStore(settings.resolved_data_dir(), backlog_bytes=settings.event_backlog_bytes)
 
 
@@ -99,6 +105,14 @@ class Services:
             tracing=self.tracing,
             on_event=None if self.webhooks is None else self.webhooks.observe,
         )
+        self.fleet: Fleet | None = None
+        if settings.database_url:
+            from app.events.postgres import PostgresEventStore
+            from app.sessions.fleet import Fleet
+
+            assert isinstance(self.store, PostgresEventStore)
+            # Bridges on one database: every one lists and serves every session (app/sessions/fleet.py).
+            self.fleet = self.manager.fleet = Fleet(settings, self.store, self.manager)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -118,8 +132,11 @@ class Services:
             # ... and the temporary files its interrupted writes and uploads left in users' directories.
             await asyncio.to_thread(fence_for(settings).temps.sweep)
             processes.open()
-            manager.restore()
+            fleet = self.fleet
+            manager.restore(await fleet.runners() if fleet is not None else None)
             await manager.settle_restored()
+            if fleet is not None:
+                fleet.start()
             if webhooks is not None:
                 webhooks.start([session.id for session in manager.list()])
             if settings.retention_days > 0:
@@ -133,6 +150,8 @@ class Services:
             if self.registry.installer is not None:
                 await self.registry.installer.shutdown()
             await manager.shutdown()
+            if self.fleet is not None:
+                await self.fleet.stop()
             if webhooks is not None:
                 await webhooks.close()  # what is not delivered stays in the outbox
             processes.close()
@@ -312,6 +331,8 @@ def _parser() -> argparse.ArgumentParser:
     server.add_argument(
         "--fs-root", dest="fs_roots", action="append", help="confine /v1/fs and agent file access here (repeatable)"
     )
+    server.add_argument("--database-url", help="PostgreSQL URL: the event store shared by a fleet of bridges")
+    server.add_argument("--advertise-url", help="where the other bridges of the fleet reach this one")
     server.add_argument("--log-level", help="log level (default warning)")
 
     export = sub.add_parser("openapi", help="print the OpenAPI document this server serves")

@@ -88,6 +88,15 @@ class Settings(BaseSettings):
     # Bytes of events waiting for the disk (a full or failing disk) beyond which new events are
     # refused (and counted in an `error` event once the disk writes again).
     event_backlog_bytes: int = 256 * 1024 * 1024
+    # A PostgreSQL database (`postgresql://user:password@host/db`) as the event store instead of the
+    # data dir's SQLite file: bridges on one database are a fleet (any bridge serves any session).
+    database_url: str | None = None
+    # The address other bridges of the fleet reach this one at (`http://host:port`), named in
+    # session listings; requests for a session this bridge runs are forwarded here.
+    advertise_url: str | None = None
+    # Seconds a bridge's hold on a session it runs lasts without renewal (renewed every third of it):
+    # after a crash, another bridge takes the session over at its next message once this passed.
+    lease_seconds: float = 10.0
     # Ended sessions not updated for this many days are deleted from the store, at start and
     # daily (0: kept forever).
     retention_days: float = 0.0

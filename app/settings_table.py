@@ -23,6 +23,8 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "agents_file": ("--agents-file",),
     "data_dir": ("--data-dir",),
     "fs_roots": ("--fs-root",),
+    "database_url": ("--database-url",),
+    "advertise_url": ("--advertise-url",),
     "log_level": ("--log-level",),
 }
 
@@ -63,6 +65,12 @@ MEANING: dict[str, str] = {
     "event_tail_bytes": "... and at most this many bytes of them",
     "event_backlog_bytes": "most bytes of events waiting for a disk that cannot write; beyond, new events are dropped "
     "and counted in an `error` event (below)",
+    "database_url": "a PostgreSQL database (`postgresql://user:password@host/db`) as the event store instead of "
+    "SQLite in the data dir; bridges on one database are a fleet: any bridge serves any session (below)",
+    "advertise_url": "where the other bridges of the fleet reach this one (`http://host:port`); named in listings, "
+    "requests for the sessions it runs are forwarded there (below)",
+    "lease_seconds": "seconds a bridge's hold on a session it runs lasts unrenewed; after a crash another bridge "
+    "takes the session over at its next message once it passed",
     "retention_days": "ended sessions not updated for this many days are deleted, at start and daily (0: off)",
     "attachment_limit": "largest image attachment the bridge reads to send inline, bytes",
     "max_connections": "open connections beyond which a new one is refused at once, unless one idle for 1 s can be "

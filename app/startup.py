@@ -61,7 +61,14 @@ def startup_line(settings: Settings, registry: AgentRegistry, sock: socket.socke
     host, port = sock.getsockname()[:2]
     url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     data_dir = str(settings.resolved_data_dir())
-    if settings.private_data_dir:
+    if settings.database_url:
+        from app.events.postgres import redacted
+        from app.sessions.fleet import advertised
+
+        data_dir += f"; events in {redacted(settings.database_url)}, shared as {advertised(settings)}"
+        if not settings.advertise_url:
+            data_dir += " (set --advertise-url to the address the other bridges reach this one at)"
+    elif settings.private_data_dir:
         data_dir += " (private to this run: set --data-dir to keep sessions)"
     agents = ", ".join(spec.id if spec.installed else f"{spec.id} (not installed)" for spec in registry.configured())
     listed = len(registry.catalog_agents())

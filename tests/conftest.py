@@ -7,6 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.postgres import PostgresServer, remove_postgres, start_postgres
 from tests.support import ROOT, SHARED, Bridge, start_bridge
 
 # Test tiers as markers (registered in pyproject.toml, --strict-markers): what a module needs beyond
@@ -61,3 +62,17 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip("../shared is not present")
     return SHARED
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """One real PostgreSQL server for the session's tests (each test takes its own database)."""
+    server = start_postgres()
+    yield server
+    remove_postgres(server)
+
+
+@pytest.fixture
+def database_url(postgres: PostgresServer) -> str:
+    """A fresh, empty database on the test PostgreSQL server."""
+    return postgres.new_database()

@@ -12,6 +12,7 @@ from app.events.log import SessionEventLog
 from app.legacy.models import EventsResponse
 
 from . import deps
+from .forward import forward
 from .openapi import ADDITION, json_request, operation, problems, query
 from .parsing import Query, path_param
 from .routing import BridgeRoute
@@ -53,7 +54,7 @@ async def get_events(session_id: SessionId, request: Request) -> Response:
     offset = query.integer("offset") or 0
     limit = query.integer("limit")
     include_raw = query.include_raw()
-    log = deps.manager(request).get(path_param(session_id)).log
+    log = (await deps.manager(request).lookup(path_param(session_id))).log
     if (limit is None or limit > log.PAGE_BATCH) and log.last_sequence - offset > log.PAGE_BATCH:
         # A long page is written as it is read, so memory stays flat whatever its length.
         return StreamingResponse(_page_body(log, offset, limit, include_raw), media_type="application/json")
@@ -115,7 +116,7 @@ async def get_events_sse(session_id: SessionId, request: Request) -> EventStream
     offset = query.integer("offset") or 0
     query.integer("limit")  # accepted and ignored, as legacy
     include_raw = query.include_raw()
-    session = deps.manager(request).get(path_param(session_id))
+    session = await deps.manager(request).lookup(path_param(session_id))
     # Improvement over legacy (which ignored it): EventSource reconnects resume after the last id.
     last_event_id = request.headers.get("last-event-id", "").strip()
     if last_event_id.isascii() and last_event_id.isdigit():
@@ -132,9 +133,11 @@ async def get_events_sse(session_id: SessionId, request: Request) -> EventStream
     responses={200: {"description": "A `text/event-stream` of the turn's events"}, **problems(e404="No such session")},
     openapi_extra=operation(body=json_request("MessageRequest"), **query("TurnStreamQuery", include_raw=INCLUDE_RAW)),
 )
-async def post_message_stream(session_id: SessionId, request: Request) -> EventStream:
+async def post_message_stream(session_id: SessionId, request: Request) -> Response:
     include_raw = Query(request).include_raw()
     sid = path_param(session_id)
+    if (forwarded := await forward(request, sid)) is not None:
+        return forwarded
     session = deps.manager(request).get(sid)
     # The cursor is taken before sending: nothing of this turn can be missed, no history is replayed.
     after = session.log.last_sequence

@@ -10,6 +10,7 @@ from app.legacy.models import PermissionReplyRequest
 from app.sessions import permission_requests
 
 from . import deps
+from .forward import forward
 from .openapi import json_request, operation, problems
 from .parsing import json_body, path_param
 from .routing import BridgeRoute
@@ -31,6 +32,8 @@ async def reply_permission(
     permission_id: Annotated[str, Path(description="Permission id")],
     request: Request,
 ) -> Response:
+    if (forwarded := await forward(request, path_param(session_id))) is not None:
+        return forwarded
     body = await json_body(request, PermissionReplyRequest)
     session = deps.manager(request).get(path_param(session_id))
     permission_requests.reply(session, path_param(permission_id), body.reply)

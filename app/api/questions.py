@@ -10,6 +10,7 @@ from app.legacy.models import QuestionReplyRequest
 from app.sessions import question_requests
 
 from . import deps
+from .forward import forward
 from .openapi import json_request, operation, problems
 from .parsing import json_body, path_param
 from .routing import BridgeRoute
@@ -29,6 +30,8 @@ QuestionId = Annotated[str, Path(description="Question id")]
     openapi_extra=operation(body=json_request("QuestionReplyRequest")),
 )
 async def reply_question(session_id: SessionId, question_id: QuestionId, request: Request) -> Response:
+    if (forwarded := await forward(request, path_param(session_id))) is not None:
+        return forwarded
     body = await json_body(request, QuestionReplyRequest)
     session = deps.manager(request).get(path_param(session_id))
     question_requests.reply(session, path_param(question_id), body.answers)
@@ -45,6 +48,8 @@ async def reply_question(session_id: SessionId, question_id: QuestionId, request
     responses={204: {"description": "Declined"}, **problems(e404="No such session or pending question")},
 )
 async def reject_question(session_id: SessionId, question_id: QuestionId, request: Request) -> Response:
+    if (forwarded := await forward(request, path_param(session_id))) is not None:
+        return forwarded
     session = deps.manager(request).get(path_param(session_id))  # no body; any body is ignored
     question_requests.reject(session, path_param(question_id))
     await session.log.settled()

@@ -14,6 +14,7 @@ from app.legacy.models import (
 from app.sessions.attachments import read_images
 
 from . import deps
+from .forward import forward
 from .openapi import json_request, operation, problems
 from .parsing import json_body, path_param
 from .routing import BridgeRoute
@@ -30,7 +31,10 @@ SessionId = Annotated[str, Path(description="Session id")]
     responses={200: {"model": SessionListResponse, "description": "The sessions"}},
 )
 async def list_sessions(request: Request) -> JSONResponse:
-    return JSONResponse({"sessions": [s.info() for s in deps.manager(request).list()]})
+    manager = deps.manager(request)
+    if manager.fleet is not None:
+        await manager.fleet.sync()  # every bridge's sessions, as the database has them now
+    return JSONResponse({"sessions": [s.info() for s in manager.list()]})
 
 
 @router.post(
@@ -79,6 +83,8 @@ async def accept_message(request: Request, session_id: str) -> str:
     openapi_extra=operation(body=json_request("MessageRequest")),
 )
 async def post_message(session_id: SessionId, request: Request) -> Response:
+    if (forwarded := await forward(request, path_param(session_id))) is not None:
+        return forwarded
     await accept_message(request, path_param(session_id))
     return Response(status_code=204)
 
@@ -92,6 +98,8 @@ async def post_message(session_id: SessionId, request: Request) -> Response:
     responses={204: {"description": "Terminated"}, **problems(e404="No such session")},
 )
 async def terminate_session(session_id: SessionId, request: Request) -> Response:
+    if (forwarded := await forward(request, path_param(session_id))) is not None:
+        return forwarded
     session = deps.manager(request).get(path_param(session_id))
     await session.terminate()
     await session.log.settled()

@@ -319,6 +319,16 @@ class SessionEventLog:
         if self.finished or self._tail_bytes > self._tail_bytes_max:
             self._trim()
 
+    def follow(self, sequence: int) -> None:
+        """Another bridge (sharing the store) committed this session's events up to ``sequence``:
+        readers here get them, from the store. Also where a bridge that takes the session over
+        continues numbering."""
+        if sequence > self.last_sequence:
+            self._count += sequence - self.last_sequence
+            self.last_sequence = sequence
+            self.updated_ns = now_ns()
+            self._reveal(sequence)
+
     def _catch_up(self) -> None:
         # Reads pick up what the writer committed even before its notice arrives (or with no
         # event loop to deliver it).

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     # Loaded when a session is first made or restored, not at start: the server answers
     # /v1/health before any of it (and the ACP SDK) is needed.
     from .client_services import ClientServices
+    from .fleet import Fleet
     from .session import EndReason, Session
 
 log = logging.getLogger("acp_rest_bridge.sessions")
@@ -64,6 +65,8 @@ class SessionManager:
         self.processes = processes
         self._sessions: dict[str, Session] = {}
         self._creating: set[str] = set()
+        # Set when the store is shared by a fleet of bridges (``fleet``).
+        self.fleet: Fleet | None = None
 
     def get(self, session_id: str) -> Session:
         session = self._sessions.get(session_id)
@@ -78,17 +81,50 @@ class SessionManager:
         """Newest first."""
         return sorted(self._sessions.values(), key=lambda s: s.created_at_ms, reverse=True)
 
-    def restore(self) -> None:
-        """Sessions of an earlier run on this data dir: listed, readable, ended (no agent process)."""
+    async def lookup(self, session_id: str) -> Session:
+        """``get``, and in a fleet also a session another bridge made since, with its newest events."""
+        session = self._sessions.get(session_id)
+        if self.fleet is not None:
+            session = await self.fleet.current(session_id, session)
+        if session is None:
+            raise SessionNotFound(session_id)
+        return session
+
+    def restore(self, runners: dict[str, str] | None = None) -> None:
+        """Sessions of an earlier run on this data dir: listed, readable, ended (no agent process).
+        ``runners``: in a fleet, those another bridge runs (id -> its address)."""
         for record in self.store.load_sessions():
             try:
-                session = self._restored(record)
+                session = self.restored(record, runners)
             except (KeyError, TypeError, ValueError) as exc:
                 log.error("cannot restore a session record (%s): %r", exc, record.get("info"))
                 continue
             self._sessions[session.id] = session
 
-    def _restored(self, record: dict[str, Any]) -> Session:
+    def restored(self, record: dict[str, Any], runners: dict[str, str] | None = None) -> Session:
+        """A session of its saved record; one another bridge runs (``runners``) is only followed here."""
+        session_id = record["info"]["sessionId"]
+        if runners is None or session_id not in runners:
+            return self._restored(record)
+        session = self._restored(record, remote=True)
+        session.follow_remote(record, runners[session_id])
+        return session
+
+    def resumed_here(self, record: dict[str, Any], log_: SessionEventLog) -> Session:
+        """A live session of another bridge's, to run here (``fleet``), on the log that followed it."""
+        return self._restored(record, log_=log_)
+
+    def discard(self, session_id: str) -> None:
+        """Drop the session from this bridge only (another bridge of the fleet runs it now)."""
+        self._sessions.pop(session_id, None)
+
+    def add(self, session: Session) -> None:
+        """A session made from its record (``restored``) joins the listed ones, in place of any."""
+        self._sessions[session.id] = session
+
+    def _restored(
+        self, record: dict[str, Any], *, remote: bool = False, log_: SessionEventLog | None = None
+    ) -> Session:
         from . import recovery
         from .session import Session
 
@@ -104,10 +140,10 @@ class SessionManager:
         session_id = info["sessionId"]
         exit_info = record.get("exit")
         end_reason: EndReason = "error" if record.get("endReason") == "error" else "terminated"
-        log_ = self.new_log(session_id)
+        log_ = log_ or self.new_log(session_id)
         # One still live when the server stopped goes on (``recovery``); an ended one's events
-        # are read from the store.
-        resumable = recovery.adopt(record)
+        # are read from the store. One another bridge runs is that bridge's business.
+        resumable = None if remote else recovery.adopt(record)
         if resumable is None:
             log_.finish()
         return Session.restored(
@@ -225,12 +261,16 @@ class SessionManager:
         from .skills import link_requested_skills
 
         spec = self.registry.get(request["agent"])  # 400 unsupported_agent first
+        if self.fleet is not None:
+            await self.fleet.current(session_id, self._sessions.get(session_id))  # one made elsewhere
         if session_id in self._sessions or session_id in self._creating:
             raise SessionAlreadyExists(session_id)
         self.check_storage()
         self.check_capacity()
         self._creating.add(session_id)
         try:
+            if self.fleet is not None and not await self.fleet.claim(session_id):
+                raise SessionAlreadyExists(session_id)  # another bridge is creating it
             if not spec.installed:
                 # Legacy: creating a session installs a missing agent (`agentVersion` picks the version).
                 if not self.registry.can_install(spec):
@@ -260,6 +300,8 @@ class SessionManager:
                 tracing=self.tracing,
             )
             await session.start()
+            if self.fleet is not None:
+                session.runner = self.fleet.url
             self._sessions[session_id] = session
             session.persisted = True
             session.save()

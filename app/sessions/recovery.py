@@ -72,6 +72,8 @@ class Recovery:
     # Permission and question ids used before the stop (they stay unique in the session).
     permission_ids: list[str] = field(default_factory=list)
     question_ids: list[str] = field(default_factory=list)
+    # In a fleet: the advertised address of the bridge that takes the session over (``fleet``).
+    bridge: str | None = None
 
     def info(self) -> dict[str, Any]:
         if self.suspended:
@@ -347,6 +349,8 @@ async def _revive(session: Session, state: Recovery) -> None:
         raise error from (exc if error is not exc else None)
     state.suspended = False
     state.outcome = {"method": method, "memory": "lost" if method == "session/new" else "kept", **extra}
+    if state.bridge is not None:
+        state.outcome["bridge"] = state.bridge
     session.agent_restarted()
     if method == "session/new":
         text = (
@@ -357,6 +361,8 @@ async def _revive(session: Session, state: Recovery) -> None:
         text = "The agent reloaded this session after the restart (session/load): the conversation goes on."
     else:
         text = "The agent resumed this session after the restart (session/resume): the conversation goes on."
+    if state.bridge is not None:
+        text += f" It runs on the bridge at {state.bridge} now."
     meta = {"state": "restarted", "cause": state.cause, **state.outcome}
     session.record(_status(session, method, text, meta, raw))
     session.save()

@@ -45,6 +45,8 @@ from .turns import Turn, TurnQueue
 
 EndReason = Literal["terminated", "error"]
 RESUME_META = "sandbox-agent/resume"
+# SessionInfo ``_meta`` in a fleet: which bridge runs the session (its advertised address).
+BRIDGE_META = "sandbox-agent/bridge"
 
 
 class Phase(enum.Enum):
@@ -128,6 +130,10 @@ class Session:
         # those updates were logged when they happened and are not logged again.
         self.replaying = False
         self.replayed = 0
+        # In a fleet (``fleet``): the advertised address of the bridge that runs the session, and,
+        # when that is another bridge, the SessionInfo it saved last (this bridge serves the events).
+        self.runner: str | None = None
+        self.remote_info: dict[str, Any] | None = None
         self._early: list[EventDraft] = []  # recorded during the handshake, logged after session.started
         self._ending: asyncio.Task[None] | None = None
 
@@ -242,6 +248,14 @@ class Session:
         self.agent.watch(self._agent_exited, lambda: self.ended)
         self.log.native_session_id = self.native_session_id
         self._set_phase(Phase.RUNNING)
+
+    def follow_remote(self, record: dict[str, Any], runner: str | None) -> None:
+        """Another bridge of the fleet runs the session (``record`` is what it saved last): this one
+        lists it and serves its events; requests for the agent go to ``runner``. It ended when its
+        record says how (one saved as its bridge stopped is not ended: it goes on elsewhere)."""
+        self.remote_info = record["info"]
+        self.runner = runner
+        self._set_phase(Phase.ENDED if record.get("endReason") is not None else Phase.SUSPENDED)
 
     def restored_as_ended(self, reason: EndReason) -> None:
         """A suspended session whose log shows that it ended after all (its record was not saved)."""
@@ -532,6 +546,11 @@ class Session:
         }
 
     def info(self) -> dict[str, Any]:
+        if self.remote_info is not None:
+            remote = {**self.remote_info, "eventCount": self.log.count, "ended": self.ended}
+            remote["updatedAt"] = max(int(remote.get("updatedAt") or 0), self.log.updated_ns // 1_000_000)
+            remote["_meta"] = {**(remote.get("_meta") or {}), BRIDGE_META: {"url": self.runner}}
+            return remote
         state = self.translator.state
         info: dict[str, Any] = {
             "sessionId": self.id,
@@ -554,4 +573,6 @@ class Session:
             info["skills"] = self.config.skills
         if self.recovery is not None:  # went through a bridge restart while live
             info["_meta"] = {RESUME_META: self.recovery.info()}
+        if self.runner is not None:
+            info["_meta"] = {**info.get("_meta", {}), BRIDGE_META: {"url": self.runner}}
         return info

@@ -10,17 +10,35 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from app.events.log import SessionEventLog, StoredEvent
 from app.events.model import ITEM_DELTA, EventDraft
+from app.events.postgres import PostgresEventStore
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore, MemoryEventStore
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """Where a store keeps its events: a data dir (SQLite) or a fresh database's URL (PostgreSQL,
+    a real server the tests start)."""
+    if request.param == "postgres":
+        url: str = request.getfixturevalue("database_url")
+        return url
+    return tmp_path
+
+
+def new_store(where: Path | str, **options: Any) -> SqliteEventStore:
+    if isinstance(where, str):
+        return PostgresEventStore(where, **options)
+    return SqliteEventStore(where, **options)
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteEventStore]:
-    s = SqliteEventStore(tmp_path)
+def store(where: Path | str) -> Iterator[SqliteEventStore]:
+    s = new_store(where)
     s.open()
     yield s
     s.close()
@@ -39,15 +57,15 @@ def seqs(events: list[StoredEvent]) -> list[int]:
     return [e.sequence for e in events]
 
 
-def reopen(path: Path) -> SqliteEventStore:
-    s = SqliteEventStore(path)
+def reopen(path: Path | str) -> SqliteEventStore:
+    s = new_store(path)
     s.open()
     return s
 
 
 # ---- the store ------------------------------------------------------------------------------
-def test_events_are_stored_once_with_their_sequence_and_survive_a_reopen(tmp_path: Path) -> None:
-    store = reopen(tmp_path)
+def test_events_are_stored_once_with_their_sequence_and_survive_a_reopen(where: Path | str) -> None:
+    store = reopen(where)
     log = SessionEventLog("s1", store)
     log.native_session_id = "native-1"
     fill(log, 50)
@@ -57,11 +75,15 @@ def test_events_are_stored_once_with_their_sequence_and_survive_a_reopen(tmp_pat
     store.save_session("s1", {"info": {"sessionId": "s1"}})
     store.close()  # no explicit sync: close commits what is queued
 
-    db = sqlite3.connect(tmp_path / SqliteEventStore.FILENAME)
-    assert db.execute("SELECT count(*), count(DISTINCT sequence) FROM events").fetchone() == (51, 51)
-    db.close()
+    if isinstance(where, Path):
+        db = sqlite3.connect(where / SqliteEventStore.FILENAME)
+        assert db.execute("SELECT count(*), count(DISTINCT sequence) FROM events").fetchone() == (51, 51)
+        db.close()
+    else:
+        with psycopg.connect(where) as pg:
+            assert pg.execute("SELECT count(*), count(DISTINCT sequence) FROM events").fetchone() == (51, 51)
 
-    again = reopen(tmp_path)
+    again = reopen(where)
     try:
         assert again.load_sessions() == [{"info": {"sessionId": "s1"}}]
         restored = SessionEventLog("s1", again)
@@ -115,8 +137,8 @@ def test_a_large_event_is_committed_after_the_events_before_it(store: SqliteEven
     assert log.count == 16
 
 
-def test_closing_a_store_whose_writer_waits_is_quick(tmp_path: Path) -> None:
-    store = reopen(tmp_path)
+def test_closing_a_store_whose_writer_waits_is_quick(where: Path | str) -> None:
+    store = reopen(where)
     store.COALESCE = 30.0
     log = SessionEventLog("s1", store)
     fill(log, 10)
@@ -124,7 +146,7 @@ def test_closing_a_store_whose_writer_waits_is_quick(tmp_path: Path) -> None:
     started = time.monotonic()
     store.close()
     assert time.monotonic() - started < 2
-    again = reopen(tmp_path)
+    again = reopen(where)
     try:
         assert again.stats("s1").last_sequence == 10
     finally:
@@ -174,17 +196,23 @@ def test_a_finished_log_keeps_nothing_the_store_has(store: SqliteEventStore) -> 
     assert log.count == 2000
 
 
-def test_a_second_server_on_the_same_data_dir_is_refused(store: SqliteEventStore, tmp_path: Path) -> None:
+def test_a_second_server_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
+    store = reopen(tmp_path)
     with pytest.raises(StoreError, match="in use by another"):
         SqliteEventStore(tmp_path).open()
+    store.close()
 
 
-def test_a_session_whose_create_did_not_complete_is_forgotten(tmp_path: Path) -> None:
-    store = reopen(tmp_path)
+def test_a_session_whose_create_did_not_complete_is_forgotten(
+    where: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (In a shared database only an old one: another bridge may be creating it right now.)
+    monkeypatch.setattr(PostgresEventStore, "STALE_CREATE", "0 seconds")
+    store = reopen(where)
     SessionEventLog("half", store).append(draft(0))  # events, but no session record
     store.save_session("whole", {"info": {"sessionId": "whole"}})
     store.close()
-    again = reopen(tmp_path)
+    again = reopen(where)
     try:
         assert again.load_sessions() == [{"info": {"sessionId": "whole"}}]
         assert SessionEventLog("half", again).last_sequence == 0
@@ -192,9 +220,9 @@ def test_a_session_whose_create_did_not_complete_is_forgotten(tmp_path: Path) ->
         again.close()
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
-async def test_page_follows_the_legacy_offset_and_limit_rules(kind: str, tmp_path: Path) -> None:
-    store: EventStore = MemoryEventStore() if kind == "memory" else SqliteEventStore(tmp_path)
+@pytest.mark.parametrize("kind", ["memory", "durable"])
+async def test_page_follows_the_legacy_offset_and_limit_rules(kind: str, where: Path | str) -> None:
+    store: EventStore = MemoryEventStore() if kind == "memory" else new_store(where)
     store.open()
     try:
         log = SessionEventLog("s1", store, tail_size=8)
@@ -238,8 +266,8 @@ async def wait_for(predicate: Any, timeout: float = 10) -> None:
     raise AssertionError("timed out")
 
 
-async def test_text_sqlite_cannot_encode_is_cleaned_and_later_events_are_stored(tmp_path: Path) -> None:
-    store = reopen(tmp_path)
+async def test_text_sqlite_cannot_encode_is_cleaned_and_later_events_are_stored(where: Path | str) -> None:
+    store = reopen(where)
     bad = SessionEventLog("bad", store)
     good = SessionEventLog("good", store)
     bad.append(EventDraft(ITEM_DELTA, {"item_id": "itm_1", "native_item_id": None, "delta": "a\ud800b"}))
@@ -254,7 +282,7 @@ async def test_text_sqlite_cannot_encode_is_cleaned_and_later_events_are_stored(
     assert deltas == ["a\ufffdb", "\U0001f600"]
     assert store.write_error is None
     store.close()
-    again = reopen(tmp_path)
+    again = reopen(where)
     try:
         assert (again.stats("bad").last_sequence, again.stats("good").last_sequence) == (12, 100)
         assert [json.loads(e.json)["data"]["delta"] for e in again.read("bad", 0, 2)] == deltas
@@ -325,8 +353,8 @@ async def test_a_disk_that_refuses_writes_is_loud_and_recovers(store: SqliteEven
     assert running.count == 101
 
 
-async def test_the_backlog_is_bounded_and_refused_events_leave_no_gap(tmp_path: Path) -> None:
-    store = SqliteEventStore(tmp_path, backlog_bytes=20_000)
+async def test_the_backlog_is_bounded_and_refused_events_leave_no_gap(where: Path | str) -> None:
+    store = new_store(where, backlog_bytes=20_000)
     store.open()
     try:
         full = disk_full(store)

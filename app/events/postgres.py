@@ -1,0 +1,490 @@
+"""The shared event store: PostgreSQL (psycopg 3 with psycopg_pool), one database for a fleet of bridges.
+
+It keeps the SQLite store's guarantees by running its writer (``SqliteEventStore``'s thread, queue,
+group commit, backlog bound, retries, notices to the logs): ``append`` queues, the writer commits
+what has queued up in one statement, and only then are the logs told (durable before visible). What
+differs is the database underneath:
+
+- rows mirror the SQLite ones, ``events(session_id, sequence, type, json, raw)`` with the primary key
+  ``(session_id, sequence)``: no sequence of a session can be written twice, by any bridge;
+- the schema is created and migrated at start, versioned in ``schema_version`` (under an advisory
+  lock, so bridges starting together migrate once);
+- a batch of events is one ``COPY`` (several times faster than an ``INSERT`` of arrays); once it is
+  committed the writer notifies ``acp_bridge_events`` (``<session id> <last sequence>``), and a
+  change of a session's record notifies ``acp_bridge_sessions`` (a trigger): bridges that serve
+  readers of another bridge's session wake up on them (``app.sessions.fleet``; a notification lost
+  with a crash in between costs those readers a poll's latency, never an event);
+- a database that goes away (connection lost, server shut down, disk full) is a storage failure: the
+  writer says so loudly, keeps the batch, reconnects and writes it, in order, when it is back; the
+  logs show new events from memory meanwhile, within the backlog bound.
+
+Reads take a connection of a small pool on a reader thread, so the event loop never waits on the
+network. ``leases`` holds which bridge runs which live session (``app.sessions.fleet``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from app.errors import StorageUnavailable
+
+from .envelope import pack, unpack
+from .log import StoredEvent
+from .sqlite import _BARRIER, _DELETE, SqliteEventStore, StoreError, _event_ns, _record_id
+from .store import LogStats
+
+log = logging.getLogger("acp_rest_bridge.events")
+
+EVENTS_CHANNEL = "acp_bridge_events"
+SESSIONS_CHANNEL = "acp_bridge_sessions"
+
+# Each entry moves the schema one version on; never edit one that has shipped, add the next.
+MIGRATIONS: tuple[str, ...] = (
+    f"""
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        record TEXT,
+        created TIMESTAMPTZ NOT NULL DEFAULT now()
+    );
+    CREATE TABLE events (
+        session_id TEXT NOT NULL,
+        sequence BIGINT NOT NULL,
+        type TEXT NOT NULL,
+        json TEXT NOT NULL,
+        raw TEXT,
+        PRIMARY KEY (session_id, sequence)
+    );
+    CREATE TABLE leases (
+        session_id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        expires TIMESTAMPTZ NOT NULL
+    );
+    CREATE FUNCTION acp_bridge_sessions_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_notify('{SESSIONS_CHANNEL}', COALESCE(NEW.id, OLD.id));
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER sessions_notify AFTER INSERT OR UPDATE OR DELETE ON sessions
+        FOR EACH ROW EXECUTE FUNCTION acp_bridge_sessions_notify();
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+_MIGRATION_LOCK = 0x61637062  # pg_advisory_lock key: "acpb"
+
+
+def redacted(url: str) -> str:
+    """The URL without its password (for logs and errors)."""
+    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:  # the optional extra
+        raise StoreError("--database-url needs the postgres extra: pip install 'acp-rest-bridge[postgres]'") from exc
+    return psycopg
+
+
+class DatabaseUnavailable(OSError):
+    """The database cannot be reached or refuses writes: a storage failure the writer waits out."""
+
+
+def is_storage_failure(exc: BaseException) -> bool:
+    """A failure of the database or the connection (not of the data)."""
+    import psycopg
+
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) and not isinstance(
+        exc, psycopg.errors.QueryCanceled
+    )
+
+
+class _Connection:
+    """The writer's connection: made again when the last one was lost; psycopg's failures of the
+    database become ``DatabaseUnavailable`` (what the writer keeps its batch for and retries)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._conn: Any = None
+        self.failed = False  # a storage failure since the last commit of events
+
+    def idle(self) -> bool:
+        """Not inside a transaction."""
+        from psycopg.pq import TransactionStatus
+
+        return bool(self.connect().info.transaction_status == TransactionStatus.IDLE)
+
+    def connect(self) -> Any:
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            self.close()
+            psycopg = _psycopg()
+            try:
+                conn = self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5)
+            except psycopg.Error as exc:
+                self.failed = True
+                raise DatabaseUnavailable(f"cannot connect: {exc}") from exc
+        return conn
+
+    def copy(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        conn = self.connect()
+        try:
+            with conn.cursor() as cursor, cursor.copy(sql) as copy:
+                for row in rows:
+                    copy.write_row(row)
+        except Exception as exc:
+            if is_storage_failure(exc):
+                self.failed = True
+                raise DatabaseUnavailable(str(exc).strip() or type(exc).__name__) from exc
+            raise
+
+    def execute(self, sql: str, params: Any = None) -> Any:
+        if sql == "ROLLBACK":  # after a failure: nothing to undo on a lost connection
+            with contextlib.suppress(Exception):
+                if self._conn is not None and not self._conn.closed:
+                    self._conn.execute(sql)
+            return None
+        conn = self.connect()
+        try:
+            return conn.execute(sql, params)
+        except Exception as exc:
+            if is_storage_failure(exc):
+                self.failed = True
+                raise DatabaseUnavailable(str(exc).strip() or type(exc).__name__) from exc
+            raise
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+
+
+def migrate(conn: Any) -> int:
+    """Bring the schema to ``SCHEMA_VERSION``; the version it was at."""
+    conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+    try:
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+        found = int(row[0] or 0)
+        if found > SCHEMA_VERSION:
+            raise StoreError(f"the database's schema is version {found}, newer than this bridge's ({SCHEMA_VERSION})")
+        for version in range(found + 1, SCHEMA_VERSION + 1):
+            with conn.transaction():
+                conn.execute(MIGRATIONS[version - 1])
+                conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
+            log.info("event database migrated to schema version %d", version)
+        return found
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+
+
+def stored_row(event: StoredEvent) -> tuple[Any, ...]:
+    """An event's row, in the form the SQLite store writes its ``json`` and ``raw`` columns (one
+    place, so both stores keep events alike)."""
+    body, raw = pack(event.session_id, event.sequence, event.type, event.json, event.raw_json)
+    return (event.session_id, event.sequence, event.type, body, raw)
+
+
+def loaded_event(session_id: str, sequence: int, event_type: str, body: str, raw: str | None) -> StoredEvent:
+    """The event of a row written by ``stored_row``."""
+    return StoredEvent(session_id, sequence, event_type, *unpack(session_id, sequence, event_type, body, raw))
+
+
+_COPY = "COPY events (session_id, sequence, type, json, raw) FROM STDIN"
+_NOTIFY = f"SELECT pg_notify('{EVENTS_CHANNEL}', note) FROM unnest(%s::text[]) AS note"
+
+
+class PostgresEventStore(SqliteEventStore):
+    """See the module doc. ``SqliteEventStore`` gives the writer; this class the database."""
+
+    READERS = 4
+    # A session row without a record older than this is a create that never completed.
+    STALE_CREATE = "10 minutes"
+
+    def __init__(self, url: str, *, backlog_bytes: int | None = None) -> None:
+        super().__init__(Path("."), backlog_bytes=backlog_bytes)
+        self.url = url
+        self.where = redacted(url)
+        self._ids: dict[int, str] = {}  # session key (local) -> id: a queued delete names the id
+        self._pool: Any = None
+        self._writer_conn: _Connection | None = None
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+    def open(self) -> None:
+        if self._writer is not None:
+            return
+        psycopg = _psycopg()
+        from psycopg_pool import ConnectionPool
+
+        conn = _Connection(self.url)
+        try:
+            raw = conn.connect()
+            migrate(raw)
+            self._load(conn)
+        except (psycopg.Error, OSError) as exc:
+            conn.close()
+            raise StoreError(f"cannot use the database {self.where}: {exc}") from exc
+        self._writer_conn = conn
+        self._pool = ConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=self.READERS,
+            kwargs={"autocommit": True, "connect_timeout": 5},
+            # A connection is checked as it is taken: one the server dropped meanwhile (a restart) is
+            # replaced, not handed to a reader.
+            check=ConnectionPool.check_connection,
+            timeout=10,
+            open=True,
+            name="event-readers",
+        )
+        self._writer = threading.Thread(target=self._supervise, args=(conn,), name="event-writer", daemon=True)
+        self._writer.start()
+        self._reader_pool = ThreadPoolExecutor(max_workers=self.READERS, thread_name_prefix="event-reader")
+
+    def _load(self, conn: Any) -> None:
+        # A session whose create did not complete (long ago: another bridge may be creating one now).
+        conn.execute("BEGIN")
+        conn.execute(
+            "DELETE FROM events WHERE session_id IN (SELECT id FROM sessions WHERE record IS NULL"
+            f" AND created < now() - interval '{self.STALE_CREATE}')"
+        )
+        conn.execute(f"DELETE FROM sessions WHERE record IS NULL AND created < now() - interval '{self.STALE_CREATE}'")
+        conn.execute("COMMIT")
+        for session_id, record in conn.execute("SELECT id, record FROM sessions ORDER BY created, id").fetchall():
+            self._remember(session_id, self._read_stats(conn, session_id))
+            if record is None:
+                continue
+            try:
+                value = json.loads(record)
+            except ValueError:
+                log.error("session %s: unreadable record in %s, skipped", session_id, self.where)
+                continue
+            if isinstance(value, dict):
+                self._records.append(value)
+
+    def _remember(self, session_id: str, stats: LogStats) -> None:
+        key = self._keys.get(session_id)
+        if key is None:
+            key = self._keys[session_id] = self._next_key
+            self._ids[key] = session_id
+            self._next_key += 1
+        self._flushed[session_id] = max(self._flushed.get(session_id, 0), stats.last_sequence)
+        self._stats[session_id] = stats
+
+    @staticmethod
+    def _read_stats(conn: Any, session_id: str) -> LogStats:
+        row = conn.execute(
+            "SELECT sequence, json FROM events WHERE session_id = %s ORDER BY sequence DESC LIMIT 1", (session_id,)
+        ).fetchone()
+        if row is None:
+            return LogStats()
+        last, last_json = row
+        (first,) = conn.execute("SELECT min(sequence) FROM events WHERE session_id = %s", (session_id,)).fetchone()
+        return LogStats(last - first + 1, last, _event_ns(last_json))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        super().close()
+        if self._pool is not None:
+            self._pool.close()
+        if self._writer_conn is not None:
+            self._writer_conn.close()
+
+    def _close_reader(self) -> None:
+        pass
+
+    def _release_lock(self) -> None:
+        pass
+
+    # ---- writing (the writer thread) ---------------------------------------------------------------
+    def _key(self, session_id: str) -> int:
+        key = self._keys.get(session_id)
+        if key is None:
+            key = super()._key(session_id)
+            self._ids[key] = session_id
+        return key
+
+    def _session_entry(self, conn: Any, entry: tuple[Any, ...]) -> None:  # type: ignore[override]
+        if entry[0] == _DELETE:
+            session_id = self._ids.pop(entry[1], None)
+            if session_id is not None:
+                conn.execute("DELETE FROM events WHERE session_id = %s", (session_id,))
+                conn.execute("DELETE FROM leases WHERE session_id = %s", (session_id,))
+                conn.execute("DELETE FROM sessions WHERE id = %s", (session_id,))
+            return
+        _, _key, session_id, record = entry
+        if record is None:
+            conn.execute("INSERT INTO sessions (id) VALUES (%s) ON CONFLICT DO NOTHING", (session_id,))
+        else:
+            conn.execute(
+                "INSERT INTO sessions (id, record) VALUES (%s, %s)"
+                " ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record",
+                (session_id, record),
+            )
+
+    def _insert(  # type: ignore[override]
+        self, conn: Any, keys: dict[str, int], events: list[StoredEvent], marks: dict[str, int]
+    ) -> None:
+        if not events:
+            return
+        if any(e.session_id not in keys for e in events):  # of a session deleted since (retention)
+            events = [e for e in events if e.session_id in keys]
+            if not events:
+                return
+        last: dict[str, int] = {}
+        for e in events:
+            last[e.session_id] = e.sequence
+        if conn.failed:
+            # The connection was lost last time, maybe after the server committed (an unanswered
+            # COMMIT): what is stored already is not written again. (One bridge writes a session.)
+            stored = dict(
+                conn.execute(
+                    "SELECT s.id, (SELECT max(sequence) FROM events e WHERE e.session_id = s.id)"
+                    " FROM unnest(%s::text[]) AS s(id)",
+                    (list(last),),
+                ).fetchall()
+            )
+            events = [e for e in events if e.sequence > (stored.get(e.session_id) or 0)]
+        own = conn.idle()  # the common case: the batch is one COPY, its own transaction
+        if own:
+            conn.execute("BEGIN")
+        try:
+            if events:
+                conn.copy(_COPY, [stored_row(e) for e in events])
+            # Delivered on commit: another bridge's readers read the events then.
+            conn.execute(_NOTIFY, ([f"{sid} {seq}" for sid, seq in last.items()],))
+            if own:
+                conn.execute("COMMIT")
+        except BaseException:
+            if own:
+                conn.execute("ROLLBACK")
+            raise
+        conn.failed = False
+        marks.update(last)
+
+    def _checkpoint(self, conn: Any) -> int:
+        return 0  # the server's own business
+
+    def _set_unavailable(self, cause: str | None) -> None:
+        if cause == self._unavailable:
+            return
+        if cause is None:
+            log.warning("events are written to the database %s again", self.where)
+        elif self._unavailable is None:
+            log.error(
+                "cannot write events to the database %s: %s; keeping them in memory and retrying", self.where, cause
+            )
+        self._unavailable = cause
+        self._notify()
+
+    def _give_up(self, batch: list[Any], cause: str) -> bool:
+        lost = sum(1 for entry in batch if type(entry) is StoredEvent) + sum(
+            1 for entry in self._drain() if type(entry) is StoredEvent
+        )
+        log.error("cannot write events to the database %s: %s; %d events not saved", self.where, cause, lost)
+        for entry in batch:
+            if type(entry) is tuple and entry[0] == _BARRIER:
+                entry[1].set()
+        return True
+
+    def _drain(self) -> list[Any]:
+        out: list[Any] = []
+        with contextlib.suppress(Exception):
+            while True:
+                entry = self._queue.get_nowait()
+                out.append(entry)
+                if type(entry) is tuple and entry[0] == _BARRIER:
+                    entry[1].set()
+        return out
+
+    # ---- reading -----------------------------------------------------------------------------
+    def _query(self, sql: str, params: Any) -> list[Any]:
+        psycopg = _psycopg()
+        from psycopg_pool import PoolTimeout
+
+        try:
+            with self._pool.connection() as conn:
+                rows: list[Any] = conn.execute(sql, params).fetchall()
+                return rows
+        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+            raise StorageUnavailable(f"database {self.where}: {exc}") from exc
+
+    def read(self, session_id: str, after: int, limit: int | None, before: int | None = None) -> list[StoredEvent]:
+        rows = self._query(
+            "SELECT sequence, type, json, raw FROM events WHERE session_id = %s AND sequence > %s AND sequence < %s"
+            " ORDER BY sequence LIMIT %s",
+            (session_id, after, before if before is not None else 2**62, limit),
+        )
+        return [loaded_event(session_id, seq, event_type, body, raw) for seq, event_type, body, raw in rows]
+
+    async def read_async(
+        self, session_id: str, after: int, limit: int | None, before: int | None = None
+    ) -> list[StoredEvent]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._reader_pool, self.read, session_id, after, limit, before)
+
+    # ---- what other bridges wrote (``app.sessions.fleet``) -------------------------------------
+    async def run(self, function: Any, *args: Any) -> Any:
+        """``function(connection, *args)`` with a pooled connection, off the event loop."""
+
+        def call() -> Any:
+            psycopg = _psycopg()
+            from psycopg_pool import PoolTimeout
+
+            try:
+                with self._pool.connection() as conn:
+                    return function(conn, *args)
+            except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+                raise StorageUnavailable(f"database {self.where}: {exc}") from exc
+
+        return await asyncio.get_running_loop().run_in_executor(self._reader_pool, call)
+
+    async def session_record(self, session_id: str) -> dict[str, Any] | None:
+        def fetch(conn: Any) -> Any:
+            return conn.execute("SELECT record FROM sessions WHERE id = %s", (session_id,)).fetchone()
+
+        row = await self.run(fetch)
+        if row is None or row[0] is None:
+            return None
+        value = json.loads(row[0])
+        return value if isinstance(value, dict) else None
+
+    async def all_records(self) -> list[dict[str, Any]]:
+        rows = await self.run(
+            lambda conn: conn.execute(
+                "SELECT record FROM sessions WHERE record IS NOT NULL ORDER BY created, id"
+            ).fetchall()
+        )
+        out = []
+        for (text,) in rows:
+            with contextlib.suppress(ValueError):
+                value = json.loads(text)
+                if isinstance(value, dict):
+                    out.append(value)
+        return out
+
+    async def refresh_stats(self, session_id: str) -> LogStats:
+        """The session's stored events as they are now (another bridge may have written them); this
+        store continues from there."""
+        stats: LogStats = await self.run(self._read_stats, session_id)
+        self._remember(session_id, stats)
+        return stats
+
+    def forget_session(self, session_id: str) -> None:
+        """Drop what this store knew of a session another bridge deleted (nothing is written)."""
+        key = self._keys.pop(session_id, None)
+        if key is not None:
+            self._ids.pop(key, None)
+        self._stats.pop(session_id, None)
+        self._flushed.pop(session_id, None)
+        self._listeners.pop(session_id, None)
+        self._records = [r for r in self._records if _record_id(r) != session_id]
