@@ -185,8 +185,10 @@ class Session:
         return session
 
     # ---- lifecycle -----------------------------------------------------------------------
-    def _set_phase(self, phase: Phase, reason: EndReason | None = None) -> None:
-        if phase is not self.phase and phase not in TRANSITIONS[self.phase]:
+    def _set_phase(self, phase: Phase, reason: EndReason | None = None, *, mirrored: bool = False) -> None:
+        """``mirrored``: the phase of a session another bridge runs, copied from its record (its
+        steps are that bridge's, checked there)."""
+        if not mirrored and phase is not self.phase and phase not in TRANSITIONS[self.phase]:
             raise RuntimeError(f"session {self.id}: no step from {self.phase.value} to {phase.value}")
         self.phase = phase
         if reason is not None:
@@ -255,7 +257,7 @@ class Session:
         record says how (one saved as its bridge stopped is not ended: it goes on elsewhere)."""
         self.remote_info = record["info"]
         self.runner = runner
-        self._set_phase(Phase.ENDED if record.get("endReason") is not None else Phase.SUSPENDED)
+        self._set_phase(Phase.ENDED if record.get("endReason") is not None else Phase.SUSPENDED, mirrored=True)
 
     def restored_as_ended(self, reason: EndReason) -> None:
         """A suspended session whose log shows that it ended after all (its record was not saved)."""
