@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from app.errors import InvalidRequest, StreamError
 
-from .ops import make_dirs, remove_dirs
+from .ops import UMASK, make_dirs, remove_dirs
 from .paths import Confinement, clean_relative, is_within, os_error
 
 if TYPE_CHECKING:
@@ -74,6 +74,56 @@ def _link_escapes(name: str, target: str) -> bool:
         return True
     resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
     return resolved == ".." or resolved.startswith("../")
+
+
+def _inside(path: str, top: str) -> bool:
+    return os.path.commonpath([path, top]) == top
+
+
+def stdlib_filter_available() -> bool:
+    """Python 3.11.4+ has tarfile's extraction filters; Debian 12's own 3.11.2 does not."""
+    import tarfile
+
+    return hasattr(tarfile, "data_filter")
+
+
+def data_filter(member: tarfile.TarInfo, tree: str) -> tarfile.TarInfo:
+    """What tarfile's "data" filter does, for a Python without it, applied to a member whose name
+    ``_checked_name`` has already cleaned, right before it is unpacked into ``tree`` (so earlier
+    members are on disk and a symlink they made is followed): the entry and its link target must
+    resolve inside the tree; owners are dropped (the unpacking user owns everything); modes lose
+    setuid/setgid/sticky and group/other write bits, files stay owner-readable and -writable, and
+    directories get the default mode."""
+    top = os.path.realpath(tree)
+    if not _inside(os.path.realpath(os.path.join(top, member.name)), top):
+        raise InvalidRequest(f"tar entry escapes destination: {member.name}")
+    if member.issym() or member.islnk():
+        base = os.path.dirname(member.name) if member.issym() else ""
+        if not _inside(os.path.realpath(os.path.join(top, base, member.linkname)), top):
+            raise InvalidRequest(f"tar entry escapes destination: {member.name}")
+    if member.isdir():
+        member.mode = 0o777 & ~UMASK
+    elif member.isfile() or member.islnk():
+        mode = member.mode & 0o755
+        if not mode & 0o100:
+            mode &= ~0o111
+        member.mode = mode | 0o600
+    # Without a filter, tarfile running as root gives each entry the owner the archive names:
+    # the unpacking user instead (extracted with numeric_owner=True).
+    member.uid, member.gid, member.uname, member.gname = os.geteuid(), os.getegid(), "", ""
+    return member
+
+
+def _escaping_symlink(top: str) -> str | None:
+    """The first symlink under ``top`` that resolves outside it (one whose target an entry unpacked
+    after it redirected), as a path relative to ``top``."""
+    real_top = os.path.realpath(top)
+    for folder, dirs, files in os.walk(top):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            if os.path.islink(path) and not _inside(os.path.realpath(path), real_top):
+                return os.path.relpath(path, top)
+    return None
 
 
 def _tree_bytes(top: str) -> int:
@@ -156,6 +206,8 @@ class TarUpload:
         if os.path.getsize(self._archive_path) == 0:
             return paths, total  # an empty body is an empty archive
 
+        own_filter = not stdlib_filter_available()
+
         def checked(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
             nonlocal total, declared
             for member in tar:
@@ -172,17 +224,25 @@ class TarUpload:
                 total += 1
                 if len(paths) < MAX_LISTED_PATHS:
                     paths.append(os.path.join(self.dest, *name.split("/")))
-                yield member
+                yield data_filter(member, self.tree) if own_filter else member
 
         try:
             # "r:": plain tar only; legacy did not decode gzip either. The "data" filter drops
-            # setuid bits, owners and directory modes, and refuses links that leave the tree.
+            # setuid bits, owners and directory modes, and refuses links that leave the tree;
+            # where the stdlib has none, `data_filter` does the same.
             with tarfile.open(self._archive_path, mode="r:") as tar:
-                tar.extractall(self.tree, members=checked(tar), filter="data")
-        except tarfile.FilterError as exc:
-            raise InvalidRequest(f"tar entry escapes destination: {exc.tarinfo.name}") from exc
+                if own_filter:
+                    tar.extractall(self.tree, members=checked(tar), numeric_owner=True)
+                else:
+                    tar.extractall(self.tree, members=checked(tar), filter="data")
         except tarfile.TarError as exc:
-            raise StreamError(f"invalid tar archive: {exc}") from exc
+            if own_filter or not isinstance(exc, tarfile.FilterError):
+                raise StreamError(f"invalid tar archive: {exc}") from exc
+            raise InvalidRequest(f"tar entry escapes destination: {exc.tarinfo.name}") from exc
+        # A symlink checked when it was unpacked may lead out through one unpacked after it.
+        escaping = _escaping_symlink(self.tree)
+        if escaping is not None:
+            raise InvalidRequest(f"tar entry escapes destination: {escaping}")
         # What was really written, whatever the headers said.
         if _tree_bytes(self.tree) > self.unpacked_limit:
             raise InvalidRequest(f"tar archive unpacks to more than {self.unpacked_limit} bytes")
