@@ -7,6 +7,7 @@ import asyncio
 import gc
 import json
 import logging
+import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -62,6 +63,9 @@ class Services:
         # Agent and terminal process groups, so the next server on the data dir can end a crashed run's.
         self.processes = ProcessRegistry(settings.resolved_data_dir() / "processes")
         self.manager = SessionManager(settings, self.registry, self.store, self.client_services, self.processes)
+        # Whether the server has begun to stop (set by the command line to its uvicorn server's
+        # `should_exit`): open SSE streams then end, as uvicorn waits for them before shutdown.
+        self.stopping: Callable[[], bool] = lambda: False
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -142,6 +146,7 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
     app.state.registry = services.registry
     app.state.manager = services.manager
     app.state.store = services.store
+    app.state.stopping = lambda: services.stopping()
     problems.install(app)
     openapi.install(app)
     routing.include(app, [r.router for r in (health, agents, sessions, events, permissions, questions, fs)])
@@ -301,6 +306,12 @@ def cli(argv: Sequence[str] | None = None) -> None:
         timeout_graceful_shutdown=SHUTDOWN_GRACE,
     )
     server = uvicorn.Server(config)
+    services.stopping = lambda: server.should_exit
+    # uvicorn stops gracefully on SIGINT as on SIGTERM, then raises the signal again with the handler
+    # that was there before it ran: Python's default for SIGINT would then print a KeyboardInterrupt
+    # traceback and exit 130. With the server's own handler there, Ctrl-C ends the run with status 0
+    # (and one that comes just before uvicorn takes over the signals stops the server as well).
+    signal.signal(signal.SIGINT, server.handle_exit)
     server.run(sockets=[sock])  # the socket bound above
     if failures:
         sys.exit(f"acp-rest-bridge: {failures[0]}")
