@@ -197,11 +197,26 @@ def openapi_document(app: FastAPI | None = None) -> dict[str, Any]:
 
 # ---- command line ------------------------------------------------------------------------------
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="acp-rest-bridge", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="acp-rest-bridge",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Serve the sandbox-agent v0.1 REST/SSE API on top of ACP coding agents: each session\n"
+        "runs an agent (the built-in `mock`, claude, codex, opencode, amp or one of an agents file)\n"
+        "and its traffic becomes the legacy event stream.",
+        epilog="Start a server on 127.0.0.1:2468:  acp-rest-bridge server\n"
+        "Its options:                       acp-rest-bridge server --help\n"
+        "Every option can also be an environment variable ACP_BRIDGE_<NAME>; all of them with\n"
+        "their defaults:                    acp-rest-bridge settings",
+    )
     parser.add_argument("--version", action="version", version=f"acp-rest-bridge {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    server = sub.add_parser("server", help="run the HTTP server")
+    server = sub.add_parser(
+        "server",
+        help="run the HTTP server",
+        description="Run the HTTP server (default 127.0.0.1:2468) until SIGTERM or Ctrl-C. Flags win over "
+        "ACP_BRIDGE_* environment variables; `acp-rest-bridge settings` lists every setting.",
+    )
     server.add_argument("-H", "--host", help="bind address (default 127.0.0.1; env ACP_BRIDGE_HOST)")
     server.add_argument("-p", "--port", type=int, help="port (default 2468; env ACP_BRIDGE_PORT)")
     server.add_argument("-t", "--token", help="require this token on /v1 (env ACP_BRIDGE_TOKEN)")
