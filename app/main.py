@@ -122,13 +122,23 @@ def middleware_options(settings: Settings) -> dict[str, Any]:
 def create_api(services: Services, lifespan: Any = None) -> FastAPI:
     """The HTTP application (FastAPI: routers, legacy models, OpenAPI) on top of the services.
     Imported here, not at start: the server answers ``GET /v1/health`` before this is built."""
-    from app.api import _fastapi_compat
-
-    _fastapi_compat.install()  # before FastAPI sees a model (the routers' imports)
     from fastapi import FastAPI
     from starlette.responses import PlainTextResponse
 
-    from app.api import agents, events, fs, health, openapi, permissions, problems, questions, routing, sessions, ui
+    from app.api import (
+        agents,
+        events,
+        fastapi_options,
+        fs,
+        health,
+        openapi,
+        permissions,
+        problems,
+        questions,
+        routing,
+        sessions,
+        ui,
+    )
     from app.api.middleware import BridgeMiddleware
 
     app = FastAPI(
@@ -140,7 +150,7 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
         docs_url="/docs",
         redoc_url=None,
         redirect_slashes=False,  # legacy: no trailing-slash tolerance
-        **_fastapi_compat.app_options(),
+        **fastapi_options.app_options(),
     )
     app.state.settings = services.settings
     app.state.registry = services.registry
