@@ -123,7 +123,8 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
     """The HTTP application (FastAPI: routers, legacy models, OpenAPI) on top of the services.
     Imported here, not at start: the server answers ``GET /v1/health`` before this is built."""
     from fastapi import FastAPI
-    from starlette.responses import PlainTextResponse
+    from starlette.requests import Request
+    from starlette.responses import PlainTextResponse, Response
 
     from app.api import (
         agents,
@@ -162,9 +163,11 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
     routing.include(app, [r.router for r in (health, agents, sessions, events, permissions, questions, fs)])
     ui.install(app)
 
-    @app.get("/", include_in_schema=False)
-    async def server_info() -> PlainTextResponse:
+    async def server_info(request: Request) -> Response:
         return PlainTextResponse(problems.SERVER_INFO)
+
+    # A plain route: FastAPI would read its annotations in this module's namespace, not this function's.
+    app.add_route("/", server_info, methods=["GET"], include_in_schema=False)
 
     # One pure ASGI layer: CORS (answers every OPTIONS) -> auth -> body limit -> encoded-path routing.
     app.add_middleware(BridgeMiddleware, on_error=problems.problem_response, **middleware_options(services.settings))
