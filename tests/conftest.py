@@ -6,7 +6,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import SHARED, Bridge, start_bridge
+from tests.support import SHARED, SHARED_MISSING, Bridge, start_bridge
 
 
 @pytest.fixture(scope="session")
@@ -27,5 +27,5 @@ def client(bridge: Bridge) -> Iterator[httpx.Client]:
 @pytest.fixture
 def shared_dir() -> Path:
     if not SHARED.is_dir():
-        pytest.skip("../shared is not present")
+        pytest.skip(SHARED_MISSING)
     return SHARED

@@ -130,7 +130,6 @@ def legacy_cli(project: Path, marker: Path) -> Path:
 
 
 def sdk_start(project: Path, env: dict[str, str]) -> dict[str, object]:
-    require_npm()  # Node.js comes with it
     result = subprocess.run(
         ["node", str(PROBES / "sdk_spawn.mjs"), str(free_port()), "T"],
         cwd=project,
@@ -146,6 +145,7 @@ def sdk_start(project: Path, env: dict[str, str]) -> dict[str, object]:
 
 
 def sdk_env(tmp: Path, **extra: str) -> dict[str, str]:
+    require_npm()  # Node.js comes with it (installed by the suite where missing)
     (tmp / "home").mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ACP_BRIDGE_", "SANDBOX_AGENT_"))}
     return env | {"HOME": str(tmp / "home"), "TMPDIR": str(tmp), **extra}
