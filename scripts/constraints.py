@@ -12,11 +12,13 @@ installed tree of those requirements.)
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tempfile
 import tomllib
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "constraints.txt"
@@ -29,11 +31,37 @@ HEADER = """\
 """
 
 
-def roots() -> list[str]:
-    """The project's requirements and those of its extras, as pyproject.toml states them."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+def _name(text: str) -> tuple[str, list[str]]:
+    """The normalised name of a requirement and the extras it asks for (no third-party parser: this
+    runs before the venv with ``packaging`` exists)."""
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?", text)
+    assert match is not None, text
+    name = re.sub(r"[-_.]+", "-", match.group(1)).lower()
+    return name, [e.strip() for e in (match.group(2) or "").split(",") if e.strip()]
+
+
+def roots(project: dict[str, Any] | None = None) -> list[str]:
+    """The project's requirements and those of its extras, as pyproject.toml states them; an extra
+    that names the project itself (``acp-rest-bridge[otel]``) stands for that extra's requirements."""
+    if project is None:
+        project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    own, _ = _name(project["name"])
     extras = project.get("optional-dependencies", {})
-    return [*project["dependencies"], *(req for extra in EXTRAS for req in extras.get(extra, []))]
+    out: list[str] = []
+    seen: set[str] = set()
+    todo = [*project["dependencies"], *(f"{project['name']}[{extra}]" for extra in EXTRAS)]
+    while todo:
+        text = todo.pop(0)
+        name, wanted = _name(text)
+        if name != own:
+            if text not in out:
+                out.append(text)
+            continue
+        for extra in wanted:
+            if extra not in seen:
+                seen.add(extra)
+                todo.extend(extras.get(extra, []))
+    return out
 
 
 def installed_tree(requirements: list[str]) -> dict[str, tuple[str, str]]:

@@ -40,3 +40,22 @@ def test_the_file_is_the_generator_s_rendering() -> None:
     assert text.startswith(constraints.HEADER)
     lines = text[len(constraints.HEADER) :].splitlines()
     assert lines == sorted(lines, key=lambda line: constraints.canonical(line.partition("==")[0]))
+
+
+def test_an_extra_that_names_the_project_stands_for_its_requirements() -> None:
+    project = {
+        "name": "acp-rest-bridge",
+        "dependencies": ["fastapi>=0.115", "uvloop>=0.19; sys_platform != 'win32'"],
+        "optional-dependencies": {
+            "test": ["pytest>=8", "acp-rest-bridge[otel,pg]", "Acp_Rest.Bridge[otel]"],
+            "otel": ["opentelemetry-api>=1.25"],
+            "pg": ["psycopg[binary]>=3.1", "acp-rest-bridge[otel]"],
+        },
+    }
+    assert constraints.roots(project) == [
+        "fastapi>=0.115",
+        "uvloop>=0.19; sys_platform != 'win32'",
+        "pytest>=8",
+        "opentelemetry-api>=1.25",
+        "psycopg[binary]>=3.1",
+    ]
