@@ -1,6 +1,8 @@
 # acp-rest-bridge: the legacy sandbox-agent REST API over ACP agents.
 #   docker build -t acp-rest-bridge .
 #   docker run -p 127.0.0.1:2468:2468 -e ACP_BRIDGE_TOKEN=secret -v acp-data:/var/lib/acp-rest-bridge acp-rest-bridge
+# With a project of the host mounted as the workspace, the server runs as the project's owner:
+#   docker run -p 127.0.0.1:2468:2468 -e ACP_BRIDGE_TOKEN=secret -v "$PWD:/workspace" -v acp-data:/var/lib/acp-rest-bridge acp-rest-bridge
 # Debian 12 (bookworm) slim, pinned to a point release; its python3 is 3.11. The Python dependencies
 # are pinned by constraints.txt. Node.js is not in the image: the first agent install that needs npm
 # installs Node.js 24 LTS into the data volume (ACP_BRIDGE_NODE_ON_DEMAND).
@@ -31,6 +33,7 @@ RUN apt-get update \
     && mkdir -p /var/lib/acp-rest-bridge /workspace \
     && chown bridge:bridge /var/lib/acp-rest-bridge /workspace
 COPY --from=build /opt/acp-rest-bridge /opt/acp-rest-bridge
+COPY docker/entrypoint.sh /usr/local/bin/acp-rest-bridge-entrypoint
 
 ENV PATH=/opt/acp-rest-bridge/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
@@ -40,7 +43,8 @@ ENV PATH=/opt/acp-rest-bridge/bin:$PATH \
     ACP_BRIDGE_DATA_DIR=/var/lib/acp-rest-bridge \
     ACP_BRIDGE_NODE_ON_DEMAND=1
 
-USER bridge
+# The container starts as root only for the entrypoint, which runs the server as the workspace's
+# owner (or ACP_BRIDGE_UID/ACP_BRIDGE_GID; default bridge, 10001), not as root unless asked to.
 # Sessions start in the server's working directory: the sandbox's workspace.
 WORKDIR /workspace
 VOLUME ["/var/lib/acp-rest-bridge"]
@@ -49,6 +53,6 @@ HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=3 \
     CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('ACP_BRIDGE_PORT', '2468') + '/v1/health', timeout=2)"]
 # tini is PID 1: it forwards signals to the server and reaps the orphans of agents' children.
 # The server ends on SIGTERM by re-raising it once it has shut down; -e 143 makes that exit 0.
-ENTRYPOINT ["/usr/bin/tini", "-e", "143", "--"]
+ENTRYPOINT ["/usr/bin/tini", "-e", "143", "--", "/usr/local/bin/acp-rest-bridge-entrypoint"]
 STOPSIGNAL SIGTERM
 CMD ["acp-rest-bridge", "server"]

@@ -7,6 +7,7 @@ import asyncio
 import functools
 import gc
 import json
+import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -113,6 +114,9 @@ class Services:
             assert isinstance(self.store, PostgresEventStore)
             # Bridges on one database: every one lists and serves every session (app/sessions/fleet.py).
             self.fleet = self.manager.fleet = Fleet(settings, self.store, self.manager)
+        # Whether the server has begun to stop (set by the command line to its uvicorn server's
+        # `should_exit`): open SSE streams then end, as uvicorn waits for them before shutdown.
+        self.stopping: Callable[[], bool] = lambda: False
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -211,15 +215,14 @@ def metrics_registry(services: Services) -> Callable[[], CollectorRegistry]:
 def create_api(services: Services, lifespan: Any = None) -> FastAPI:
     """The HTTP application (FastAPI: routers, legacy models, OpenAPI) on top of the services.
     Imported here, not at start: the server answers ``GET /v1/health`` before this is built."""
-    from app.api import _fastapi_compat
-
-    _fastapi_compat.install()  # before FastAPI sees a model (the routers' imports)
     from fastapi import FastAPI
-    from starlette.responses import PlainTextResponse
+    from starlette.requests import Request
+    from starlette.responses import PlainTextResponse, Response
 
     from app.api import (
         agents,
         events,
+        fastapi_options,
         fs,
         health,
         metrics,
@@ -242,13 +245,14 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
         docs_url=None,  # /docs only with ACP_BRIDGE_DOCS, its assets from a package (api/docs.py)
         redoc_url=None,
         redirect_slashes=False,  # legacy: no trailing-slash tolerance
-        **_fastapi_compat.app_options(),
+        **fastapi_options.app_options(),
     )
     app.state.settings = services.settings
     app.state.registry = services.registry
     app.state.manager = services.manager
     app.state.store = services.store
     app.state.metrics_registry = metrics_registry(services)
+    app.state.stopping = lambda: services.stopping()
     problems.install(app)
     openapi.install(app)
     routing.include(app, [r.router for r in (health, agents, sessions, events, permissions, questions, fs, metrics)])
@@ -258,9 +262,11 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
 
         docs.install(app)
 
-    @app.get("/", include_in_schema=False)
-    async def server_info() -> PlainTextResponse:
+    async def server_info(request: Request) -> Response:
         return PlainTextResponse(problems.SERVER_INFO)
+
+    # A plain route: FastAPI would read its annotations in this module's namespace, not this function's.
+    app.add_route("/", server_info, methods=["GET"], include_in_schema=False)
 
     # One pure ASGI layer: CORS (answers every OPTIONS) -> auth -> body limit -> encoded-path routing.
     app.add_middleware(
@@ -311,11 +317,26 @@ def openapi_document(app: FastAPI | None = None) -> dict[str, Any]:
 
 # ---- command line ------------------------------------------------------------------------------
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="acp-rest-bridge", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="acp-rest-bridge",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Serve the sandbox-agent v0.1 REST/SSE API on top of ACP coding agents: each session\n"
+        "runs an agent (the built-in `mock`, claude, codex, opencode, amp or one of an agents file)\n"
+        "and its traffic becomes the legacy event stream.",
+        epilog="Start a server on 127.0.0.1:2468:  acp-rest-bridge server\n"
+        "Its options:                       acp-rest-bridge server --help\n"
+        "Every option can also be an environment variable ACP_BRIDGE_<NAME>; all of them with\n"
+        "their defaults:                    acp-rest-bridge settings",
+    )
     parser.add_argument("--version", action="version", version=f"acp-rest-bridge {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    server = sub.add_parser("server", help="run the HTTP server")
+    server = sub.add_parser(
+        "server",
+        help="run the HTTP server",
+        description="Run the HTTP server (default 127.0.0.1:2468) until SIGTERM or Ctrl-C. Flags win over "
+        "ACP_BRIDGE_* environment variables; `acp-rest-bridge settings` lists every setting.",
+    )
     server.add_argument("-H", "--host", help="bind address (default 127.0.0.1; env ACP_BRIDGE_HOST)")
     server.add_argument("-p", "--port", type=int, help="port (default 2468; env ACP_BRIDGE_PORT)")
     server.add_argument("-t", "--token", help="require this token on /v1 (env ACP_BRIDGE_TOKEN)")
@@ -434,6 +455,12 @@ def cli(argv: Sequence[str] | None = None) -> None:
         http=serving.protocol_class(serving.Connections(limits)),
     )
     server = uvicorn.Server(config)
+    services.stopping = lambda: server.should_exit
+    # uvicorn stops gracefully on SIGINT as on SIGTERM, then raises the signal again with the handler
+    # that was there before it ran: Python's default for SIGINT would then print a KeyboardInterrupt
+    # traceback and exit 130. With the server's own handler there, Ctrl-C ends the run with status 0
+    # (and one that comes just before uvicorn takes over the signals stops the server as well).
+    signal.signal(signal.SIGINT, server.handle_exit)
     server.run(sockets=[sock])  # the socket bound above
     if failures:
         sys.exit(f"acp-rest-bridge: {failures[0]}")

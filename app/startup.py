@@ -111,8 +111,9 @@ HEALTHY = _json_app(200, {"status": "ok"})
 
 
 def _is_health(scope: Scope) -> bool:
-    """``GET /v1/health``, matched on the still-encoded path as the HTTP application routes it."""
-    if scope["type"] != "http" or scope["method"] != "GET":
+    """``GET`` (or ``HEAD``) ``/v1/health``, matched on the still-encoded path as the HTTP
+    application routes it."""
+    if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
         return False
     raw = scope.get("raw_path")
     path = raw.split(b"?", 1)[0].decode("latin-1") if raw else scope["path"]

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tests.postgres import PostgresServer, remove_postgres, start_postgres
-from tests.support import ROOT, SHARED, Bridge, start_bridge
+from tests.support import ROOT, SHARED, SHARED_MISSING, Bridge, start_bridge
 
 # Test tiers as markers (registered in pyproject.toml, --strict-markers): what a module needs beyond
 # Python and the project. A module may also mark itself with `pytestmark`. The fast tier is
@@ -60,7 +60,7 @@ def client(bridge: Bridge) -> Iterator[httpx.Client]:
 @pytest.fixture
 def shared_dir() -> Path:
     if not SHARED.is_dir():
-        pytest.skip("../shared is not present")
+        pytest.skip(SHARED_MISSING)
     return SHARED
 
 

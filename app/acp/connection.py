@@ -1,7 +1,8 @@
 """The bridge's ACP client connection to one agent process.
 
-JSON-RPC framing, request correlation and dispatch are the official SDK's (``acp.Connection``
-over its ``NdjsonTransport``). The transport is wrapped so that every message the agent sends is
+Request correlation and dispatch are the official SDK's (``acp.Connection``, given a message-level
+transport, its public ``Connection(handler, transport)`` form); writing is its ``MessageSender``.
+The transport here reads the agent's stdout itself, so that every message the agent sends is
 handed to the session *in wire order, before* the SDK dispatches it to a task: the SDK runs each
 notification in its own task, so this is the only place where update order is still known.
 Raw messages are kept that way too (the typed layer drops unknown variants and fields).
@@ -23,7 +24,7 @@ from pydantic import ValidationError
 from app.tracing import Tracing
 
 from .process import STDOUT_LINE_LIMIT, AgentProcess
-from .sdk import PROTOCOL_VERSION, Connection, MessageSender, NdjsonTransport, RequestError, TaskSupervisor
+from .sdk import PROTOCOL_VERSION, Connection, MessageSender, RequestError, TaskSupervisor
 from .shapes import InitializeResult
 from .transcript import AGENT_TO_CLIENT, CLIENT_TO_AGENT, TranscriptWriter
 
@@ -100,7 +101,10 @@ def _encode(message: Any) -> bytes:
     return (text if isinstance(text, str) else _preview(message)).encode("utf-8", "replace")
 
 
-class ObservedTransport(NdjsonTransport):
+class ObservedTransport:
+    """The SDK's transport protocol (``send``, ``receive``, ``close``) over the agent's stdout and
+    stdin: newline-delimited JSON, as the SDK's own stdio transport frames it."""
+
     def __init__(
         self,
         reader: asyncio.StreamReader,
@@ -108,7 +112,8 @@ class ObservedTransport(NdjsonTransport):
         observer: AgentObserver,
         line_limit: int = STDOUT_LINE_LIMIT,
     ) -> None:
-        super().__init__(reader, sender)
+        self._reader = reader
+        self._sender = sender
         self._observer = observer
         self._batch: deque[dict[str, Any]] = deque()
         self._lines: deque[bytes] = deque()
@@ -248,7 +253,10 @@ class ObservedTransport(NdjsonTransport):
             self._observer.on_outgoing(message)
         except Exception:
             log.exception("observing a message to the agent failed: %.200s", _preview(message))
-        await super().send(message)
+        await self._sender.send(message)
+
+    async def close(self) -> None:
+        await self._sender.close()
 
 
 class AgentConnection:

@@ -10,11 +10,33 @@ the SDK's schema module, where its versions live, comes only with all of its sev
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidatorFunctionWrapHandler, field_validator
 
-from .sdk import salvage_on_error, skip_invalid_items
+
+# The schema's `x-deserialize-default-on-error` and `x-deserialize-skip-invalid-items`, as the SDK's
+# generated models apply them (its helpers for this are private to it).
+def salvage_on_error(value: Any, handler: Callable[[Any], Any], fallback: Callable[[], Any]) -> Any:
+    """The validated value, or ``fallback()`` when it does not validate."""
+    try:
+        return handler(value)
+    except ValidationError:
+        return fallback()
+
+
+def skip_invalid_items(value: Any, handler: Callable[[Any], Any]) -> Any:
+    """A list without the items that do not validate (each validated through the field's handler)."""
+    if not isinstance(value, list):
+        return handler(value)
+    kept: list[Any] = []
+    for item in value:
+        try:
+            kept.append(handler([item])[0])
+        except ValidationError:
+            continue
+    return kept
 
 
 class _Params(BaseModel):

@@ -1,7 +1,7 @@
 """The bridge's one door to the official ACP SDK (``agent-client-protocol``).
 
-The bridge uses the SDK's JSON-RPC layer: ``Connection``, its ndjson transport, the task helpers and
-``RequestError``. The package's ``__init__`` also loads the whole typed schema (several hundred
+The bridge uses the SDK's JSON-RPC layer: ``Connection``, the task helpers and ``RequestError``
+(public modules only). The package's ``__init__`` also loads the whole typed schema (several hundred
 pydantic models), which the bridge does not need: it translates the raw JSON itself. That schema
 costs about 8 MB of resident memory and 0.6 s at every start. So, unless something has imported
 ``acp`` already, the package is registered without running its ``__init__``; the first use of a
@@ -36,8 +36,6 @@ def _register_lazily() -> None:
 
 _register_lazily()
 
-from acp._deserialize import salvage_on_error, skip_invalid_items  # noqa: E402
-from acp._transport import NdjsonTransport  # noqa: E402
 from acp.connection import Connection  # noqa: E402
 from acp.exceptions import RequestError  # noqa: E402
 from acp.meta import PROTOCOL_VERSION  # noqa: E402
@@ -50,9 +48,6 @@ __all__ = [
     "SDK_DIR",
     "Connection",
     "MessageSender",
-    "NdjsonTransport",
     "RequestError",
     "TaskSupervisor",
-    "salvage_on_error",
-    "skip_invalid_items",
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fastapi import Request
 
 from app.agents.registry import AgentRegistry
@@ -22,3 +24,9 @@ def registry(request: Request) -> AgentRegistry:
 def settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
+
+
+def stopping(request: Request) -> Callable[[], bool]:
+    """Whether the server has begun to stop (``Services.stopping``)."""
+    stopping: Callable[[], bool] = request.app.state.stopping
+    return stopping

@@ -95,6 +95,7 @@ def _sse(
         turn_id=turn_id,
         keepalive=settings.sse_keepalive,
         send_timeout=settings.sse_send_timeout,
+        stopping=deps.stopping(request),
     )
 
 

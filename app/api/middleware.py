@@ -1,6 +1,6 @@
 """The bridge's HTTP middleware: one pure ASGI layer for legacy CORS (answers every OPTIONS), the
-rules of a server without a token (``sites.py``), token auth, the request body limit and routing on
-the still-encoded path.
+rules of a server without a token (``sites.py``), token auth, the request body limit, HEAD as GET
+without a body, and routing on the still-encoded path.
 
 One layer, one pass over the headers, and everything that depends only on the settings decided
 once: a request costs a few attribute reads here, not four wrappers (behavior §2.2 for CORS).
@@ -8,6 +8,7 @@ once: a request costs a few attribute reads here, not four wrappers (behavior §
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hmac
@@ -182,6 +183,9 @@ class BridgeMiddleware:
         raw = scope.get("raw_path")
         if raw:
             scope["path"] = raw.split(b"?", 1)[0].decode("latin-1")
+        if scope["method"] == "HEAD":
+            await head_as_get(self.app, scope, receive, send_with_cors)
+            return
         await self.app(scope, receive, send_with_cors)
 
     def _refusal(self, scope: Scope, host: Any, origin: Any, fetch_site: Any) -> BridgeError | None:
@@ -237,6 +241,37 @@ class BridgeMiddleware:
             return message
 
         return counting_receive
+
+
+async def head_as_get(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+    """HEAD on any route answers as GET does, without the body, as legacy did (HEAD-based health
+    checks). The app sees a GET (a copy of the scope: the server's own still says HEAD, so it sends
+    no body either); once the headers are out the response is complete, and a streaming answer
+    (SSE) is told the client has left, so it ends."""
+    scope = {**scope, "method": "GET"}
+    answered = asyncio.Event()
+
+    async def send_head(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            await send(message)
+        elif message["type"] == "http.response.body" and not answered.is_set():
+            answered.set()
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def receive_head() -> Message:
+        if answered.is_set():
+            return {"type": "http.disconnect"}
+        message = asyncio.ensure_future(receive())
+        done = asyncio.ensure_future(answered.wait())
+        try:
+            await asyncio.wait((message, done), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in (message, done):
+                if not waiter.done():
+                    waiter.cancel()
+        return message.result() if message.done() and not message.cancelled() else {"type": "http.disconnect"}
+
+    await app(scope, receive_head, send_head)
 
 
 def token_from_authorization(value: str | None) -> str | None:

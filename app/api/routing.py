@@ -98,4 +98,4 @@ def include(app: FastAPI, routers: Iterable[APIRouter]) -> None:
             if isinstance(route, BridgeRoute):
                 route.own = True
             app.router.routes.append(route)
-    app.router._mark_routes_changed()
+    # Done before the OpenAPI document is first made: it is made from the routes on first use.

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -103,6 +102,7 @@ class EventStream(Response):
         turn_id: str | None = None,
         keepalive: float = 15.0,
         send_timeout: float | None = 30.0,
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         # A Response for the framework (no body, no background task); it answers by itself.
         self.status_code = 200
@@ -114,6 +114,7 @@ class EventStream(Response):
         self.own_start = None if turn_id is None else f'"turn_id":{dumps(turn_id)}'
         self.keepalive = keepalive if keepalive > 0 else None
         self.send_timeout = send_timeout or None
+        self.stopping = stopping  # whether the server has begun to stop
         self._task: asyncio.Task[Any] | None = None
         self._sending = False
         self._since = 0.0  # loop time when the current wait or write began
@@ -268,8 +269,8 @@ class _OpenStreams:
     """Every open stream of the process, ended when the server begins to stop.
 
     uvicorn waits for open responses to finish before it stops, and tells an application nothing
-    before that; its signal handler (a method of the running server) says whether it is stopping.
-    One watcher looks at it a few times a second while streams are open.
+    before that; its server's public ``should_exit`` says whether it is stopping (each stream's
+    ``stopping``). One watcher looks at it a few times a second while streams are open.
     """
 
     INTERVAL = 0.25
@@ -289,15 +290,10 @@ class _OpenStreams:
 
     async def _watch(self) -> None:
         while self.open:
-            if server_stopping():
-                for stream in tuple(self.open):
+            for stream in tuple(self.open):
+                if stream.stopping():
                     stream.stop()
             await asyncio.sleep(self.INTERVAL)
-
-
-def server_stopping() -> bool:
-    handler = signal.getsignal(signal.SIGTERM)
-    return bool(getattr(getattr(handler, "__self__", None), "should_exit", False))
 
 
 _streams = _OpenStreams()

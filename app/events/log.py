@@ -493,7 +493,9 @@ class SessionEventLog:
         after = offset
         count = 0
         while after < end and (wanted is None or count < wanted):
-            batch = await self.read_after_async(after, self.PAGE_BATCH if wanted is None else wanted - count)
+            # At most a batch at a time, which also keeps a huge limit within the store's integers.
+            size = self.PAGE_BATCH if wanted is None else min(self.PAGE_BATCH, wanted - count)
+            batch = await self.read_after_async(after, size)
             if batch and batch[-1].sequence > end:
                 batch = [e for e in batch if e.sequence <= end]
             if not batch:

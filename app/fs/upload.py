@@ -172,12 +172,34 @@ class TarUpload:
                         directories.append((name.split("/"), member.mtime))
         except tarfile.TarError as exc:
             raise StreamError(f"invalid tar archive: {exc}") from exc
+        # A link checked when it was made can lead out once a later entry replaced what it goes
+        # through ("x" -> "d/q/../.." then "d/q" -> ".."): every link is followed once more, beneath
+        # the tree only, before anything is committed.
+        escaping = self._escaping_link()
+        if escaping is not None:
+            raise InvalidRequest(f"tar entry escapes destination: {escaping}")
         # Last, as tarfile does: making the entries inside changed the directories' times.
         for parts, mtime in directories:
             with contextlib.suppress(OSError, Escape), walk_at(self._tree, parts, follow=False) as walk:
                 ns = int(mtime * 1_000_000_000)
                 os.utime(walk.name, ns=(ns, ns), dir_fd=walk.dir_fd, follow_symlinks=False)
         return paths, total
+
+    def _escaping_link(self) -> str | None:
+        """The first link of the staging tree that leads out of it, as a path relative to it."""
+        for folder, dirs, files, dir_fd in os.fwalk(".", dir_fd=self._tree):
+            for name in dirs + files:
+                if not stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+                    continue
+                parts = [p for p in os.path.join(folder, name).split("/") if p not in ("", ".")]
+                try:
+                    with walk_at(self._tree, parts, follow=True):
+                        pass
+                except Escape:
+                    return "/".join(parts)
+                except OSError:
+                    pass  # a link to nothing inside: harmless
+        return None
 
     def _checked_name(self, member: tarfile.TarInfo) -> str | None:
         """The cleaned entry name (None: skip the entry). Refuses what could leave the destination."""

@@ -1,13 +1,16 @@
 """Browser tests: Debian's Chromium, headless, driven by Playwright (no browser download).
 
-They fail, with the reason, when no browser can be started; ACP_BRIDGE_TEST_BROWSER=0 opts out
-(a skip that says so). ACP_BRIDGE_TEST_CHROMIUM names another Chromium binary."""
+Where Chromium is missing and the suite runs as root with apt-get, it installs Debian's `chromium`
+package first. They fail, with the reason, when no browser can be started; ACP_BRIDGE_TEST_BROWSER=0
+opts out (a skip that says so). ACP_BRIDGE_TEST_CHROMIUM names another Chromium binary."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,12 +50,29 @@ def _chromium() -> str | None:
     return "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
 
 
+def install_chromium() -> str | None:
+    """Debian's chromium, installed with apt-get (as root); why it could not be, else None."""
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return "it can be installed only as root with apt-get"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    lock = ["-o", "DPkg::Lock::Timeout=300"]
+    print("installing Debian's chromium for the browser tests (apt-get)", file=sys.stderr, flush=True)
+    for argv in (["apt-get", "update", "-qq", *lock], ["apt-get", "install", "-y", "-qq", *lock, "chromium"]):
+        try:
+            done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900, check=False)
+        except subprocess.TimeoutExpired:
+            return f"{' '.join(argv[:2])} did not finish in 900 s"
+        if done.returncode != 0:
+            return f"{' '.join(argv[:2])} failed: {(done.stdout + done.stderr).strip()[-1000:]}"
+    return None
+
+
 # Package scope: Playwright's sync API keeps an event loop running in this thread while it is
 # started, which the asyncio tests of other packages cannot share; it stops after the last test here.
 @pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     if _opted_out():
-        pytest.skip("browser tests opted out with ACP_BRIDGE_TEST_BROWSER=0")
+        pytest.skip("browser tests opted out with ACP_BRIDGE_TEST_BROWSER=0 (unset it to run them)")
     hint = "install Debian's chromium (apt-get install chromium) or set ACP_BRIDGE_TEST_BROWSER=0"
     try:
         from playwright.sync_api import sync_playwright
@@ -60,7 +80,10 @@ def browser() -> Iterator[Any]:
         pytest.fail(f"playwright is not installed ({exc}): pip install -e '.[test]', or set ACP_BRIDGE_TEST_BROWSER=0")
     executable = _chromium()
     if executable is None:
-        pytest.fail(f"no Chromium found: {hint}")
+        failure = install_chromium()
+        executable = _chromium()
+        if executable is None:
+            pytest.fail(f"no Chromium found and none could be installed ({failure}): {hint}")
     playwright = sync_playwright().start()
     try:
         chromium = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, timeout=60_000)

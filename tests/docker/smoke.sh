@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Build the Docker image and smoke-test a container: non-root, tini as PID 1, HEALTHCHECK healthy,
 # the token, the open-API warning, a mock session, no zombies after 20 mock `run` commands, a clean
-# `docker stop`. Prints the image size and the time taken.
+# `docker stop`; then README's recipe with a host project mounted at /workspace: the server runs as
+# the project's owner, which owns the data volume too, files written through /v1/fs, by the agent and
+# by upload-batch (a hostile archive refused) belong to that owner on the host, and
+# ACP_BRIDGE_UID/ACP_BRIDGE_GID hand the same data volume to another user. Prints the image size and
+# the time taken.
 #
 # Needs root on Debian: it installs docker.io and mmdebstrap with apt when they are missing and starts
 # dockerd itself (stopped again at exit). These machines reach no image registry, so the base image
@@ -33,7 +37,8 @@ fi
 
 DOCKERD_PID=
 cleanup() {
-  docker rm -f "$NAME" "$NAME-open" >/dev/null 2>&1 || true
+  docker rm -f "$NAME" "$NAME-open" "$NAME-project" >/dev/null 2>&1 || true
+  docker volume rm -f "$NAME-data" >/dev/null 2>&1 || true
   if [ -n "$DOCKERD_PID" ]; then kill "$DOCKERD_PID" 2>/dev/null || true; wait "$DOCKERD_PID" 2>/dev/null || true; fi
   rm -rf "$WORK"
 }
@@ -83,8 +88,10 @@ health=$(curl -fsS --max-time 2 "$URL/v1/health") || fail "server did not answer
 ok "health"
 
 [ "$(docker exec "$NAME" cat /proc/1/comm)" = tini ] || fail "PID 1 is not tini"
-uid=$(docker exec "$NAME" id -u)
-[ "$uid" != 0 ] || fail "the server runs as root"
+# The server's uid: tini's child (the entrypoint execs it after dropping root).
+server_uid() { docker exec "$1" sh -c 'stat -c %u /proc/$(cut -d" " -f1 /proc/1/task/1/children)'; }
+uid=$(server_uid "$NAME")
+[ "$uid" = 10001 ] || fail "the server runs as uid $uid, not bridge (10001)"
 owner=$(docker exec "$NAME" stat -c '%u' /var/lib/acp-rest-bridge /workspace | tr '\n' ' ')
 [ "$owner" = "$uid $uid " ] || fail "data dir and workspace are not the server user's: $owner"
 ok "tini is PID 1, the server runs as uid $uid, which owns the data dir and the workspace"
@@ -136,6 +143,79 @@ exit_code=$(docker inspect -f '{{.State.ExitCode}}' "$NAME")
 [ "$exit_code" = 0 ] || fail "docker stop: exit code $exit_code"
 [ "$stop_s" -lt 10 ] || fail "docker stop took ${stop_s}s (killed at the timeout)"
 ok "docker stop: exit 0 in ${stop_s}s"
+
+# ---- README's recipe: a host project mounted at /workspace, a named data volume -------------------
+PROJECT="$WORK/project"
+mkdir -p "$PROJECT"
+echo keep >"$PROJECT/README.txt"
+chown -R 4242:4343 "$PROJECT" # the host user who owns the project
+docker volume create "$NAME-data" >/dev/null
+run_project() {
+  docker run -d --name "$NAME-project" -e ACP_BRIDGE_TOKEN=smoke -p "127.0.0.1:$PORT:2468" "$@" \
+    -v "$PROJECT:/workspace" -v "$NAME-data:/var/lib/acp-rest-bridge" "$IMAGE" >/dev/null
+  for _ in $(seq 1 60); do curl -fsS --max-time 2 "$URL/v1/health" >/dev/null 2>&1 && break; sleep 0.5; done
+  curl -fsS --max-time 2 "$URL/v1/health" >/dev/null || { NAME="$NAME-project" fail "the project container did not start"; }
+}
+owner() { stat -c %u:%g "$1"; }
+run_project
+NAME="$NAME-project"
+[ "$(server_uid "$NAME")" = 4242 ] || fail "the server does not run as the project's owner: $(server_uid "$NAME")"
+[ "$(docker exec "$NAME" stat -c %u:%g /var/lib/acp-rest-bridge)" = 4242:4343 ] || fail "the data volume is not the project owner's"
+ok "with a project mounted, the server runs as its owner (4242:4343), who owns the data volume"
+
+curl -fsS "${AUTH[@]}" -X PUT "$URL/v1/fs/file?path=/workspace/from-fs.txt" --data-binary 'via fs' >/dev/null || fail "PUT /v1/fs/file"
+[ "$(cat "$PROJECT/from-fs.txt")" = "via fs" ] && [ "$(owner "$PROJECT/from-fs.txt")" = 4242:4343 ] \
+  || fail "from-fs.txt on the host: $(owner "$PROJECT/from-fs.txt" 2>&1)"
+post /v1/sessions/smoke '{"agent":"mock"}' >/dev/null || fail "create in the project container"
+post /v1/sessions/smoke/messages '{"message":"write /workspace/by-agent.txt written by the agent"}' || fail "write"
+turns 1
+post /v1/sessions/smoke/messages '{"message":"run mkdir /workspace/by-run && touch /workspace/by-run/file"}' || fail "run"
+turns 2
+for path in by-agent.txt by-run by-run/file; do
+  [ "$(owner "$PROJECT/$path")" = 4242:4343 ] || fail "$path on the host: $(owner "$PROJECT/$path" 2>&1)"
+done
+ok "files written through /v1/fs and by the agent (fs/write_text_file, a terminal) belong to the host user"
+
+mkdir -p "$WORK/archive/dir" && echo one >"$WORK/archive/one.txt" && echo two >"$WORK/archive/dir/two.txt"
+tar -C "$WORK/archive" -cf "$WORK/upload.tar" one.txt dir
+listed=$(curl -fsS "${AUTH[@]}" -X POST "$URL/v1/fs/upload-batch?path=/workspace/uploaded" \
+  -H 'content-type: application/x-tar' --data-binary @"$WORK/upload.tar") || fail "upload-batch"
+[[ "$listed" == *'/workspace/uploaded/dir/two.txt'* ]] || fail "upload-batch answered: $listed"
+[ "$(cat "$PROJECT/uploaded/dir/two.txt")" = two ] || fail "uploaded file content"
+for path in uploaded uploaded/one.txt uploaded/dir uploaded/dir/two.txt; do
+  [ "$(owner "$PROJECT/$path")" = 4242:4343 ] || fail "$path on the host: $(owner "$PROJECT/$path" 2>&1)"
+done
+python3 - "$WORK/hostile.tar" <<'PY'
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w") as tar:
+    link = tarfile.TarInfo("x"); link.type, link.linkname = tarfile.SYMTYPE, "d/q/../../.."
+    tar.addfile(link)
+    folder = tarfile.TarInfo("d"); folder.type = tarfile.DIRTYPE
+    tar.addfile(folder)
+    up = tarfile.TarInfo("d/q"); up.type, up.linkname = tarfile.SYMTYPE, ".."
+    tar.addfile(up)
+    evil = tarfile.TarInfo("x/evil.txt"); evil.size = 4
+    tar.addfile(evil, io.BytesIO(b"evil"))
+PY
+code=$(curl -s -o "$WORK/hostile.out" -w '%{http_code}' "${AUTH[@]}" -X POST \
+  "$URL/v1/fs/upload-batch?path=/workspace/hostile" --data-binary @"$WORK/hostile.tar")
+[ "$code" = 400 ] || fail "a hostile archive answered $code: $(cat "$WORK/hostile.out")"
+[ ! -e "$PROJECT/hostile" ] && [ ! -e "$PROJECT/evil.txt" ] && [ ! -e "$WORK/evil.txt" ] || fail "the hostile archive left files"
+ok "upload-batch unpacks as the host user; a hostile archive is refused (400), nothing left ($(docker exec "$NAME" python3 --version))"
+
+docker stop -t 10 "$NAME" >/dev/null
+docker rm -f "$NAME" >/dev/null
+NAME=${NAME%-project}
+run_project -e ACP_BRIDGE_UID=4545 -e ACP_BRIDGE_GID=4646
+NAME="$NAME-project"
+[ "$(server_uid "$NAME")" = 4545 ] || fail "ACP_BRIDGE_UID is not the server's uid"
+[ "$(docker exec "$NAME" stat -c %u:%g /var/lib/acp-rest-bridge/events.sqlite3)" = 4545:4646 ] \
+  || fail "the data volume was not handed to ACP_BRIDGE_UID"
+sessions=$(curl -fsS "${AUTH[@]}" "$URL/v1/sessions") || fail "sessions after the handover"
+[[ "$sessions" == *'"sessionId":"smoke"'* ]] || fail "the earlier session is gone: $sessions"
+docker rm -f "$NAME" >/dev/null
+NAME=${NAME%-project}
+ok "ACP_BRIDGE_UID/ACP_BRIDGE_GID: the same data volume handed to another user, its sessions kept"
 
 # ---- without a token on 0.0.0.0: a loud warning --------------------------------------------------
 docker run -d --name "$NAME-open" -e ACP_BRIDGE_ACP_REGISTRY_URL= "$IMAGE" >/dev/null

@@ -77,6 +77,8 @@ def test_health_before_the_build_is_the_application_s_answer_and_a_racing_reques
         early = [answer(httpx.get(url + "/v1/health", headers=h)) for h in ({}, {"origin": ORIGIN})]
         assert early[0][0] == 200 and early[0][2] == b'{"status":"ok"}'
         assert ("access-control-allow-origin", ORIGIN) in early[1][1]
+        head = httpx.head(url + "/v1/health")
+        assert (head.status_code, head.content) == (200, b"")  # HEAD as GET, before the build too
         assert front.app is None  # answered before the application exists
         racing: Callable[[], httpx.Response] = lambda: httpx.get(url + "/v1/agents", timeout=30)  # noqa: E731
         waiting = pool.submit(racing)

@@ -154,7 +154,7 @@ def test_install_then_a_session_runs_the_installed_adapter(bridge: Bridge, regis
     client = bridge.client(timeout=180)
     before = _claude(client)
     if before["installed"]:
-        pytest.skip(f"a claude ACP adapter is on PATH here: {before.get('path')}")
+        pytest.skip(f"a claude ACP adapter is on PATH here: {before.get('path')} (take it off PATH to run this test)")
     assert client.post("/v1/agents/claude/install", json={}).status_code == 204
     info = _claude(client)
     program = bridge.data_dir / "bin" / "claude" / "node_modules" / ".bin" / "claude-agent-acp"
@@ -178,7 +178,7 @@ def test_install_then_a_session_runs_the_installed_adapter(bridge: Bridge, regis
 def test_create_installs_a_missing_agent_at_the_asked_version(bridge: Bridge) -> None:
     client = bridge.client(timeout=180)
     if _claude(client)["installed"]:
-        pytest.skip("a claude ACP adapter is on PATH here")
+        pytest.skip("a claude ACP adapter is on PATH here (take it off PATH to run this test)")
     create_session(client, "auto", agent="claude", agentVersion="9.9.9")
     manifest = bridge.data_dir / "bin" / "claude" / "node_modules" / PACKAGE / "package.json"
     assert json.loads(manifest.read_text())["version"] == "9.9.9"
@@ -223,7 +223,7 @@ def test_an_adapter_needing_a_newer_node_is_refused_naming_the_requirement(bridg
 def test_a_failed_install_is_a_500_and_leaves_nothing(bridge: Bridge, registry: Registry) -> None:
     client = bridge.client(timeout=180)
     if _claude(client)["installed"]:
-        pytest.skip("a claude ACP adapter is on PATH here")
+        pytest.skip("a claude ACP adapter is on PATH here (take it off PATH to run this test)")
     registry.available = False
     response = client.post("/v1/agents/claude/install", json={})
     assert response.status_code == 500 and response.headers["content-type"] == "application/json"

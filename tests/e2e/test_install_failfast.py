@@ -47,7 +47,7 @@ def refused(tmp_path: Path) -> Iterator[Bridge]:
 def test_create_with_an_unreachable_registry_answers_within_60s(refused: Bridge) -> None:
     client = refused.client(timeout=120)
     if next(a for a in client.get("/v1/agents").json()["agents"] if a["id"] == "claude")["installed"]:
-        pytest.skip("a claude ACP adapter is on PATH here")
+        pytest.skip("a claude ACP adapter is on PATH here (take it off PATH to run this test)")
     started = time.monotonic()
     response = client.post("/v1/sessions/unreachable", json={"agent": "claude"})
     elapsed = time.monotonic() - started
@@ -98,7 +98,7 @@ def test_sigterm_during_an_install_exits_within_5s(tmp_path: Path, silent_regist
     try:
         client = bridge.client(timeout=120)
         if next(a for a in client.get("/v1/agents").json()["agents"] if a["id"] == "claude")["installed"]:
-            pytest.skip("a claude ACP adapter is on PATH here")
+            pytest.skip("a claude ACP adapter is on PATH here (take it off PATH to run this test)")
 
         def install() -> None:
             try:

@@ -1,10 +1,13 @@
 """The legacy SDK's spawn mode: `SandboxAgent.start` runs `<bin> server --host 127.0.0.1 --port P
 --token T` with the user's HOME and nothing else. Servers started so run side by side, each run
 starts with no sessions, and nothing of a run is left behind; a server that cannot start says why in
-one line on stderr."""
+one line on stderr. From Node, as the SDK looks for its binary (tests/probes/sdk_spawn.mjs):
+`SANDBOX_AGENT_BIN` finds the bridge even where the legacy CLI package is installed, and the
+package's `sandbox-agent` command is found on PATH."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,9 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import free_port
+from tests.support import PROBES, free_port, require_npm
 
 BIN = Path(sys.executable).with_name("acp-rest-bridge")
+SANDBOX_AGENT = Path(sys.executable).with_name("sandbox-agent")
 
 
 class Spawned:
@@ -109,3 +113,65 @@ def test_a_server_that_cannot_start_says_why_in_one_line(spawned: list[Spawned],
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("acp-rest-bridge: ") and reason in lines[0], result.stderr
     assert len(list(tmp.iterdir())) == 1  # only the running server's
+
+
+# ---- from Node, as the legacy SDK finds and starts its binary ------------------------------------
+def legacy_cli(project: Path, marker: Path) -> Path:
+    """A stand-in for the legacy CLI's platform package in ``project``'s node_modules (and its binary):
+    it only records that it was started."""
+    arch = {"x86_64": "x64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
+    package = project / "node_modules" / "@sandbox-agent" / f"cli-linux-{arch}"
+    (package / "bin").mkdir(parents=True)
+    (package / "package.json").write_text(json.dumps({"name": f"@sandbox-agent/cli-linux-{arch}", "version": "0.1.12"}))
+    binary = package / "bin" / "sandbox-agent"
+    binary.write_text(f"#!/bin/sh\necho legacy > {marker}\nexit 1\n")
+    binary.chmod(0o755)
+    return binary
+
+
+def sdk_start(project: Path, env: dict[str, str]) -> dict[str, object]:
+    result = subprocess.run(
+        ["node", str(PROBES / "sdk_spawn.mjs"), str(free_port()), "T"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    answer: dict[str, object] = json.loads(result.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def sdk_env(tmp: Path, **extra: str) -> dict[str, str]:
+    require_npm()  # Node.js comes with it (installed by the suite where missing)
+    (tmp / "home").mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACP_BRIDGE_", "SANDBOX_AGENT_"))}
+    return env | {"HOME": str(tmp / "home"), "TMPDIR": str(tmp), **extra}
+
+
+def test_sandbox_agent_bin_finds_the_bridge_before_the_legacy_cli(tmp_path: Path) -> None:
+    project, marker = tmp_path / "project", tmp_path / "legacy-started"
+    legacy = legacy_cli(project, marker)
+    answer = sdk_start(project, sdk_env(tmp_path, SANDBOX_AGENT_BIN=str(BIN)))
+    assert answer["binary"] == str(BIN)
+    assert answer["created"] == {"status": 200, "body": {"healthy": True, "nativeSessionId": "mock-sdk"}}
+    assert answer["exit"] in ({"code": 0, "signal": None}, {"code": None, "signal": "SIGTERM"})
+    assert not marker.exists()
+    # Without the variable the SDK starts the legacy CLI it finds beside it (README says so).
+    assert sdk_start(project, sdk_env(tmp_path))["binary"] == str(legacy)
+    assert marker.exists()
+
+
+def test_the_sandbox_agent_command_on_path_is_the_bridge(tmp_path: Path) -> None:
+    if not SANDBOX_AGENT.exists():
+        pytest.fail(f"{SANDBOX_AGENT} is missing: install the project (pip install -e .)")
+    project = tmp_path / "project"
+    project.mkdir()
+    env = sdk_env(tmp_path, PATH=f"{SANDBOX_AGENT.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    answer = sdk_start(project, env)
+    assert answer["binary"] == str(SANDBOX_AGENT)
+    assert answer["created"] == {"status": 200, "body": {"healthy": True, "nativeSessionId": "mock-sdk"}}
+    version = subprocess.run([str(SANDBOX_AGENT), "--version"], capture_output=True, text=True, check=True, timeout=30)
+    assert version.stdout.startswith("acp-rest-bridge ")

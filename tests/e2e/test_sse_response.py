@@ -3,16 +3,19 @@ idle streams get their keep-alive meanwhile. Real bridge processes."""
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support import create_session, start_bridge
 
 
-def test_stopping_the_server_ends_open_streams_with_a_complete_body(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_stopping_the_server_ends_open_streams_with_a_complete_body(tmp_path: Path, sig: signal.Signals) -> None:
     server = start_bridge(tmp_path, env={"ACP_BRIDGE_SSE_KEEPALIVE": "0.2"})
     bodies: list[bytes] = []
     errors: list[BaseException] = []
@@ -37,7 +40,7 @@ def test_stopping_the_server_ends_open_streams_with_a_complete_body(tmp_path: Pa
         opened.wait(10)
         time.sleep(0.5)  # keep-alives flow while the streams are idle
         started = time.monotonic()
-        server.proc.terminate()
+        server.proc.send_signal(sig)
         server.proc.wait(20)
         assert time.monotonic() - started < 10
         for thread in threads:

@@ -126,7 +126,7 @@ def _namespaced(tmp: Path) -> tuple[list[str], str]:
 def _cannot(reason: str) -> None:
     if os.environ.get("CI") and "ACP_BRIDGE_TEST_DISK_FULL" not in reason:
         pytest.fail(f"disk-full test cannot run: {reason}")
-    pytest.skip(f"disk-full test cannot run: {reason}")
+    pytest.skip(f"disk-full test cannot run: {reason} (it needs to mount a tmpfs: root or user namespaces)")
 
 
 def _fill(directory: Path) -> Path:

@@ -215,9 +215,12 @@ def install(recipe: AgentRecipe, root: Path | None = None, timeout: float = INST
     with locked(root / f".{recipe.name}.lock"):
         if recipe.installed(root):
             return recipe.command(root)
+        from tests.support import ensure_node
+
+        failure = ensure_node()  # the suite installs Node.js where the machine has none
         npm = shutil.which("npm")
         if npm is None:
-            raise AgentUnavailable("npm is not installed")
+            raise AgentUnavailable(f"npm is not installed: {failure}")
         if shutil.which("node") is None:
             raise AgentUnavailable("node is not installed")
         shutil.rmtree(prefix, ignore_errors=True)

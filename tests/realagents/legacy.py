@@ -454,8 +454,11 @@ def ready(agent: str, version: str | None = None) -> dict[str, Any]:
     iso = isolation()
     if not iso.available:
         unavailable(iso.reason)
+    from tests.support import ensure_node
+
+    failure = ensure_node()  # the suite installs Node.js where the machine has none
     if shutil.which("npm") is None or shutil.which("node") is None:
-        unavailable(f"npm/node are not installed: the {agent} agent is an npm package")
+        unavailable(f"npm/node are not installed ({failure}): the {agent} agent is an npm package")
     installed = install_outside(agent, version or wanted_version(agent))
     if installed["status"] != 204:
         unavailable(f"{agent} could not be installed: {installed['body'][-1500:]}")

@@ -112,11 +112,11 @@ def unavailable(reason: str) -> NoReturn:
     import pytest
 
     if os.environ.get(OPT_OUT, "1") == "0":
-        pytest.skip(f"real agents disabled ({OPT_OUT}=0)")
+        pytest.skip(f"real agents disabled ({OPT_OUT}=0; unset it to run them)")
     if os.environ.get("CI", "").lower() not in ("", "0", "false"):
         pytest.fail(f"real agents cannot run here: {reason} (set {OPT_OUT}=0 to leave them out)", pytrace=False)
     print(f"skipped: {reason}", file=sys.stderr)
-    pytest.skip(reason)
+    pytest.skip(f"{reason} (outside CI a real-agent test that cannot run is skipped: fix that to run it)")
 
 
 def opted_out() -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from app.errors import InvalidRequest, PermissionDenied, StreamError
 from app.fs import ops
+from app.fs import upload as upload_module
 from app.fs.paths import Confinement, clean_relative, fs_error, resolve, rfc3339
 from app.fs.upload import MAX_LISTED_PATHS, TarUpload
 
@@ -240,6 +241,22 @@ def make_tar(entries: list[tuple[str, bytes | None]], *, links: dict[str, tuple[
     return buffer.getvalue()
 
 
+# Every tar test runs with the stdlib's "data" filter (Python 3.11.4+) and with the bridge's own,
+# which a Python without it (Debian 12's 3.11.2) uses.
+def _filters() -> list[str]:
+    available = getattr(upload_module, "stdlib_filter_available", None)
+    if available is None:
+        return ["as built"]  # an unpacker that does not use tarfile's filters
+    return ["stdlib filter", "own filter"] if available() else ["own filter"]
+
+
+@pytest.fixture(params=_filters())
+def tar_filter(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "own filter":
+        monkeypatch.setattr(upload_module, "stdlib_filter_available", lambda: False)
+    return str(request.param)
+
+
 def upload(dest: Path, data: bytes) -> dict[str, object]:
     job = TarUpload(str(dest))
     job.write(data)
@@ -254,6 +271,7 @@ def tree(path: Path) -> dict[str, str]:
     return out
 
 
+@pytest.mark.usefixtures("tar_filter")
 def test_upload_lists_paths_in_archive_order(tmp_path: Path) -> None:
     dest = tmp_path / "new" / "dest"
     data = make_tar([("./", None), ("a.txt", b"A"), ("nested/", None), ("nested/b.txt", b"B"), ("./c.txt", b"C")])
@@ -266,6 +284,7 @@ def test_upload_lists_paths_in_archive_order(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path / "new")) == ["dest"]  # no staging left
 
 
+@pytest.mark.usefixtures("tar_filter")
 def test_upload_merges_into_an_existing_directory(tmp_path: Path) -> None:
     (tmp_path / "keep.txt").write_text("keep")
     (tmp_path / "nested").mkdir()
@@ -274,6 +293,7 @@ def test_upload_merges_into_an_existing_directory(tmp_path: Path) -> None:
     assert tree(tmp_path) == {"keep.txt": "keep", "nested": "<dir>", "nested/b.txt": "new", "nested/c.txt": "C"}
 
 
+@pytest.mark.usefixtures("tar_filter")
 def test_upload_caps_the_listing(tmp_path: Path) -> None:
     result = upload(tmp_path / "many", make_tar([(f"f{i:04d}", b"") for i in range(1030)]))
     assert len(result["paths"]) == MAX_LISTED_PATHS  # type: ignore[arg-type]
@@ -281,6 +301,7 @@ def test_upload_caps_the_listing(tmp_path: Path) -> None:
     assert len(os.listdir(tmp_path / "many")) == 1030
 
 
+@pytest.mark.usefixtures("tar_filter")
 @pytest.mark.parametrize(
     ("name", "message"),
     [
@@ -299,6 +320,7 @@ def test_escaping_entries_are_refused_and_nothing_is_left(tmp_path: Path, name: 
     assert tree(tmp_path) == {"dest": "<dir>", "dest/keep.txt": "keep"}
 
 
+@pytest.mark.usefixtures("tar_filter")
 @pytest.mark.parametrize(
     ("kind", "target"),
     [
@@ -315,6 +337,7 @@ def test_links_leaving_the_destination_are_refused(tmp_path: Path, kind: bytes, 
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.usefixtures("tar_filter")
 def test_links_inside_the_destination_are_kept(tmp_path: Path) -> None:
     dest = tmp_path / "dest"
     upload(
@@ -326,6 +349,7 @@ def test_links_inside_the_destination_are_kept(tmp_path: Path) -> None:
     assert os.path.samefile(dest / "h", dest / "d" / "f")
 
 
+@pytest.mark.usefixtures("tar_filter")
 def test_a_symlinked_directory_leaving_the_destination_is_not_written_through(tmp_path: Path) -> None:
     dest, outside = tmp_path / "dest", tmp_path / "outside"
     dest.mkdir()
@@ -339,6 +363,7 @@ def test_a_symlinked_directory_leaving_the_destination_is_not_written_through(tm
     assert sorted(os.listdir(dest)) == ["a.txt", "out"]
 
 
+@pytest.mark.usefixtures("tar_filter")
 def test_a_conflict_rolls_back_what_was_moved(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("old")
     (tmp_path / "z").mkdir()
@@ -348,6 +373,7 @@ def test_a_conflict_rolls_back_what_was_moved(tmp_path: Path) -> None:
     assert tree(tmp_path) == {"a.txt": "old", "z": "<dir>", "z/inner": "inner"}
 
 
+@pytest.mark.usefixtures("tar_filter")
 def test_bad_archives_fail_without_a_trace(tmp_path: Path) -> None:
     import gzip
 
@@ -358,11 +384,13 @@ def test_bad_archives_fail_without_a_trace(tmp_path: Path) -> None:
         assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.usefixtures("tar_filter")
 def test_an_empty_body_is_an_empty_archive(tmp_path: Path) -> None:
     assert upload(tmp_path / "dest", b"") == {"paths": [], "truncated": False}
     assert (tmp_path / "dest").is_dir()
 
 
+@pytest.mark.usefixtures("tar_filter")
 def test_special_files_are_refused(tmp_path: Path) -> None:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
@@ -385,6 +413,7 @@ def test_aborted_upload_removes_its_staging(tmp_path: Path) -> None:
     assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o755
 
 
+@pytest.mark.usefixtures("tar_filter")
 def test_read_only_directories_in_the_archive(tmp_path: Path) -> None:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
@@ -399,6 +428,88 @@ def test_read_only_directories_in_the_archive(tmp_path: Path) -> None:
     # the "data" extraction filter leaves directory modes at the default: the tree stays writable
     assert stat.S_IMODE((tmp_path / "dest" / "ro").stat().st_mode) == 0o777 & ~ops.UMASK
     assert os.listdir(tmp_path) == ["dest"]
+
+
+def raw_tar(*members: tuple[tarfile.TarInfo, bytes | None]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for info, data in members:
+            if data is not None:
+                info.size = len(data)
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return buffer.getvalue()
+
+
+def entry(name: str, kind: bytes = tarfile.REGTYPE, *, mode: int = 0o644, linkname: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.mode, info.linkname = kind, mode, linkname
+    return info
+
+
+@pytest.mark.usefixtures("tar_filter")
+def test_a_symlink_redirected_by_a_later_entry_is_refused(tmp_path: Path) -> None:
+    # "x" resolves inside while "d/q" is missing; "d/q" -> ".." then makes "x" lead two levels up.
+    data = raw_tar(
+        (entry("x", tarfile.SYMTYPE, linkname="d/q/../.."), None),
+        (entry("d", tarfile.DIRTYPE, mode=0o755), None),
+        (entry("d/q", tarfile.SYMTYPE, linkname=".."), None),
+    )
+    with pytest.raises(InvalidRequest, match="tar entry escapes destination: x"):
+        upload(tmp_path / "dest", data)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.usefixtures("tar_filter")
+def test_nothing_is_written_through_a_redirected_symlink(tmp_path: Path) -> None:
+    # The staging tree is <dest>/.upload-*/tree: "x" leads to <dest>/outside.
+    dest = tmp_path / "dest"
+    outside = dest / "outside"
+    outside.mkdir(parents=True)
+    data = raw_tar(
+        (entry("x", tarfile.SYMTYPE, linkname="d/q/../../../outside"), None),
+        (entry("d", tarfile.DIRTYPE, mode=0o755), None),
+        (entry("d/q", tarfile.SYMTYPE, linkname=".."), None),
+        (entry("x/evil"), b"x"),
+    )
+    with pytest.raises(InvalidRequest, match="tar entry escapes destination: x"):
+        upload(dest, data)
+    assert os.listdir(outside) == []
+    assert os.listdir(dest) == ["outside"]
+
+
+@pytest.mark.usefixtures("tar_filter")
+def test_a_hard_link_through_a_symlink_to_outside_is_refused(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("secret")
+    dest = tmp_path / "dest"
+    data = raw_tar(
+        (entry("up", tarfile.SYMTYPE, linkname="."), None),
+        (entry("h", tarfile.LNKTYPE, linkname="up/../secret"), None),
+    )
+    with pytest.raises(InvalidRequest):
+        upload(dest, data)
+    assert sorted(os.listdir(tmp_path)) == ["secret"]
+    assert secret.stat().st_nlink == 1
+
+
+@pytest.mark.usefixtures("tar_filter")
+def test_modes_lose_special_bits_and_owners_are_the_unpacking_user(tmp_path: Path) -> None:
+    def owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid, info.gid, info.uname, info.gname = 4242, 4243, "someone", "somegroup"
+        return info
+
+    data = raw_tar(
+        (owned(entry("d", tarfile.DIRTYPE, mode=0o7777)), None),
+        (owned(entry("d/setuid", mode=0o6777)), b"s"),
+        (owned(entry("d/none", mode=0o000)), b"n"),
+        (owned(entry("d/group-exec", mode=0o070)), b"g"),
+    )
+    dest = tmp_path / "dest"
+    upload(dest, data)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in [dest / "d", *(dest / "d").iterdir()]}
+    assert modes == {"d": 0o777 & ~ops.UMASK, "setuid": 0o755, "none": 0o600, "group-exec": 0o640}
+    for path in [dest / "d", *(dest / "d").iterdir()]:
+        assert (path.stat().st_uid, path.stat().st_gid) == (os.geteuid(), os.getegid())
 
 
 def test_upload_refuses_a_file_as_destination(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from tests.golden.harness import (
     style_for,
     summarize,
 )
-from tests.support import ROOT
+from tests.support import ROOT, SHARED_MISSING
 
 REGEN = "run `.venv/bin/python -m tests.golden.regen` and review the diff"
 
@@ -69,7 +69,7 @@ SHARED = shared_transcripts()
 @pytest.mark.parametrize("transcript", SHARED or [None], ids=lambda p: p.name if p else "absent")
 def test_shared_transcripts_translate_cleanly(transcript: Path | None) -> None:
     if transcript is None:
-        pytest.skip("../shared is not present")
+        pytest.skip(SHARED_MISSING)
     drafts = replay(load(transcript), style_for(transcript))
     check_invariants(drafts)
     kinds = Counter(d.data["item"]["kind"] for d in drafts if d.type == "item.completed")

@@ -21,7 +21,7 @@ from app.translate.hitl_shapes import (
     schema_options,
     select_option,
 )
-from tests.support import SHARED
+from tests.support import SHARED, SHARED_MISSING
 
 ALL = [
     {"optionId": "x1", "kind": "reject_always"},
@@ -241,7 +241,7 @@ def test_real_agent_permission_requests_from_transcripts() -> None:
     the options each reply picks."""
     transcripts = SHARED / "acp" / "transcripts"
     if not transcripts.is_dir():
-        pytest.skip("../shared is not present")
+        pytest.skip(SHARED_MISSING)
     seen: dict[str, list[tuple[str, dict[str, Any], list[Any]]]] = {}
     for name in ("claude-code", "gemini", "opencode"):
         memory = ToolCallMemory()

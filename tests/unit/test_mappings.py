@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import ROOT, SHARED
+from tests.support import ROOT, SHARED, SHARED_MISSING
 
 TABLE = ROOT / "mappings" / "legacy_to_acp.csv"
 COLUMNS = ["legacy", "acp", "how", "status", "test", "notes"]
@@ -84,7 +84,7 @@ def legacy_keys(doc: dict[str, Any]) -> list[str]:
 def test_every_legacy_path_and_schema_property_has_a_row() -> None:
     contract = SHARED / "legacy" / "openapi.json"
     if not contract.exists():
-        pytest.skip("../shared is not present")
+        pytest.skip(SHARED_MISSING)
     expected = legacy_keys(json.loads(contract.read_text(encoding="utf-8")))
     table = [row["legacy"] for row in rows()]
     assert len(table) == len(set(table)), "duplicate rows"
@@ -122,4 +122,7 @@ def test_pending_rows_belong_to_parallel_feature_areas() -> None:
         warnings.warn(f"tests now exist, mark their rows implemented: {ready}", stacklevel=1)
     waiting = sorted({row["test"] for row in pending if row["test"] not in tests})
     if waiting:
-        pytest.skip(f"{sum(r['test'] in waiting for r in pending)} pending rows wait for: {', '.join(waiting)}")
+        pytest.skip(
+            f"{sum(r['test'] in waiting for r in pending)} pending rows wait for: {', '.join(waiting)} "
+            "(this check runs once those tests exist)"
+        )

@@ -16,7 +16,7 @@ import pytest
 from app.api.openapi import ADDITION, MEDIA_TYPES
 from app.main import cli, create_app
 from app.settings import Settings
-from tests.support import ROOT, SHARED
+from tests.support import ROOT, SHARED, SHARED_MISSING
 
 DOC = ROOT / "openapi" / "openapi.json"
 LEGACY = SHARED / "legacy" / "openapi.json"
@@ -29,7 +29,7 @@ def served(tmp_path: Path) -> dict[str, Any]:
 
 def legacy() -> dict[str, Any]:
     if not LEGACY.exists():
-        pytest.skip("../shared is not present")
+        pytest.skip(SHARED_MISSING)
     return json.loads(LEGACY.read_text())
 
 

@@ -1,0 +1,49 @@
+"""Ctrl-C (SIGINT) stops a real server as SIGTERM does: its agents ended, every event it showed on
+disk, no traceback, and exit status 0."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+from tests.support import (
+    create_session,
+    descendants,
+    events,
+    pid_alive,
+    send,
+    start_bridge,
+    until_type,
+    wait_for_events,
+)
+
+
+def test_sigint_stops_the_server_cleanly(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    bridge = start_bridge(tmp_path, data_dir=data)
+    try:
+        client = bridge.client()
+        create_session(client, "ctrl-c")
+        send(client, "ctrl-c", "Reply with exactly the single word OK.")
+        wait_for_events(client, "ctrl-c", until_type("turn.ended"))
+        shown = len(events(client, "ctrl-c"))
+        agents = descendants(bridge.proc.pid)
+        assert agents, "the mock agent runs as a child of the server"
+        bridge.proc.send_signal(signal.SIGINT)
+        assert bridge.proc.wait(20) == 0, bridge.log()
+    finally:
+        bridge.stop()
+    log = bridge.log()
+    assert "Traceback" not in log and "KeyboardInterrupt" not in log, log
+    assert not [pid for pid in agents if pid_alive(pid)]
+    with closing(sqlite3.connect(f"file:{data / 'events.sqlite3'}?mode=ro", uri=True)) as db:
+        (stored,) = db.execute("SELECT count(*) FROM events").fetchone()
+    assert stored >= shown
+    # The next server on the data dir finds the session, every event of it, and nothing to recover.
+    again = start_bridge(tmp_path, data_dir=data)
+    try:
+        assert len(events(again.client(), "ctrl-c")) >= shown
+    finally:
+        again.stop()
