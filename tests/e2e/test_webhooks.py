@@ -124,6 +124,9 @@ def run_session(client: httpx.Client, sid: str) -> list[dict[str, Any]]:
     wait_count(client, sid, "permission.requested", 2)
     assert reply_permission(client, sid, "mock_1_permission", "once").status_code == 204
     assert reply_permission(client, sid, "mock_1_permission_denied", "reject").status_code == 204
+    wait_count(client, sid, "permission.resolved", 2)
+    # The mock's permission turn ends asking, as legacy's did (no turn.ended); a second turn ends.
+    send(client, sid, "echo done")
     wait_for_events(client, sid, until_type("turn.ended"))
     assert client.post(f"/v1/sessions/{sid}/terminate").status_code == 204
     return wait_for_events(client, sid, until_type("session.ended"))
