@@ -373,8 +373,7 @@ def _unpack(agent_id: str, archive: Path, target: BinaryTarget, dest: Path) -> N
     try:
         if name.endswith(_TAR_SUFFIXES) or (not name.endswith(".zip") and tarfile.is_tarfile(archive)):
             with tarfile.open(archive) as tar:
-                # The "data" filter refuses absolute names, `..`, links out and special files.
-                tar.extractall(dest, filter="data")
+                _untar(agent_id, tar, dest)
         elif name.endswith(".zip") or zipfile.is_zipfile(archive):
             _unzip(agent_id, archive, dest)
         else:  # a bare program
@@ -387,6 +386,37 @@ def _unpack(agent_id: str, archive: Path, target: BinaryTarget, dest: Path) -> N
     program = _inside(agent_id, dest, target.cmd)
     if program.is_file() and not os.access(program, os.X_OK):
         program.chmod(program.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def _untar(agent_id: str, tar: tarfile.TarFile, dest: Path) -> None:
+    """Unpack into ``dest``, refusing absolute names, ``..``, links that lead out and special files:
+    tarfile's "data" filter where the Python has it (3.11.4+), else the same rules checked here
+    (Debian 12's 3.11.2); then every link is followed once more, as a later entry may redirect one."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(dest, filter="data")
+    else:
+        members = []
+        for member in tar.getmembers():
+            _inside(agent_id, dest, member.name)
+            if member.issym():
+                _inside(agent_id, dest, os.path.join(os.path.dirname(member.name), member.linkname))
+                if os.path.isabs(member.linkname):
+                    raise InstallFailed(agent_id, f"the archive's link {member.name!r} is absolute")
+            elif member.islnk():
+                _inside(agent_id, dest, member.linkname)
+            elif not (member.isfile() or member.isdir()):
+                raise InstallFailed(agent_id, f"the archive's entry {member.name!r} is not a file, folder or link")
+            # As the "data" filter: no set-id bits, no writing by others; owners are not kept.
+            member.mode = (member.mode or 0o644) & 0o755
+            member.uid, member.gid = os.getuid(), os.getgid()
+            member.uname = member.gname = ""
+            members.append(member)
+        tar.extractall(dest, members=members, numeric_owner=True)
+    for folder, dirs, files in os.walk(dest):
+        for name in dirs + files:
+            path = Path(folder, name)
+            if path.is_symlink():
+                _inside(agent_id, dest, os.path.relpath(os.path.realpath(path), dest))
 
 
 def _unzip(agent_id: str, archive: Path, dest: Path) -> None:
