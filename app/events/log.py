@@ -149,11 +149,13 @@ class Subscription:
         self.last = after
         self.closed = False
         self._waiter: asyncio.Future[None] | None = None
+        self._woken = False
         self._pending: list[StoredEvent] = []
         self._pending_at = 0
 
     async def next_batch(self, limit: int = BATCH) -> list[StoredEvent]:
-        """The next events after the cursor (at least one); waits for them. [] once closed."""
+        """The next events after the cursor (at least one); waits for them. [] once closed, or
+        when ``wake`` interrupts the wait."""
         if self._pending_at < len(self._pending):  # left over from next()
             batch = self._pending[self._pending_at : self._pending_at + limit]
             self._pending_at += len(batch)
@@ -171,14 +173,23 @@ class Subscription:
             self._log._waiters.append(waiter)
             try:
                 await waiter
+                if self._woken:
+                    break
                 # Woken by the first new event: what the callbacks already queued add in this same
                 # loop pass (the rest of a read, a turn's end) goes out in the same write.
                 await asyncio.sleep(0)
             finally:
                 self._waiter = None
-                if waiter.cancelled():  # the reader went away: leave no dead future on an idle log
+                if waiter.cancelled() or self._woken:  # leave no dead future on an idle log
+                    self._woken = False
                     self._log._discard_waiter(waiter)
         return []
+
+    def wake(self) -> None:
+        """A ``next_batch`` waiting for events returns [] now (its reader has something to write)."""
+        if self._waiter is not None and not self._waiter.done():
+            self._woken = True
+            self._waiter.set_result(None)
 
     async def next(self, timeout: float | None = None) -> StoredEvent | None:
         """The next event; None on timeout or once closed."""
