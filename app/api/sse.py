@@ -21,8 +21,9 @@ from starlette.responses import Response
 
 from app.api.middleware import ABORT_EXTENSION
 from app.events.envelope import dumps
-from app.events.log import SessionEventLog, StoredEvent, Subscription
+from app.events.log import SessionEventLog, Subscription
 from app.events.model import SESSION_ENDED, TERMINAL_TYPES, TURN_STARTED
+from app.events.stored import StoredEvent
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
