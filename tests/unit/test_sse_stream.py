@@ -5,6 +5,7 @@ when the server stops, a turn's stream ended with its last frame."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from app.api.middleware import ABORT_EXTENSION
@@ -13,7 +14,7 @@ from app.events.log import SessionEventLog
 from app.events.model import TURN_ENDED, TURN_STARTED, EventDraft
 from app.events.store import MemoryEventStore
 
-Message = dict[str, Any]
+Message = MutableMapping[str, Any]
 
 
 class Client:
@@ -24,6 +25,7 @@ class Client:
         self.stalled = False
         self.aborted = asyncio.Event()
         self.wrote = asyncio.Event()
+        self.stuck = asyncio.Event()  # a write is under way and will never finish
         self.left = asyncio.Event()
         self.scope: dict[str, Any] = {
             "type": "http",
@@ -33,6 +35,7 @@ class Client:
 
     async def send(self, message: Message) -> None:
         if self.stalled and message["type"] == "http.response.body":
+            self.stuck.set()
             await asyncio.Event().wait()  # a reader that takes nothing more
         self.sent.append(message)
         self.wrote.set()
@@ -44,22 +47,23 @@ class Client:
     def bodies(self) -> list[bytes]:
         return [m["body"] for m in self.sent if m["type"] == "http.response.body"]
 
+    async def until(self, condition: Callable[[], bool], timeout: float = 5.0) -> None:
+        """Waits until what was written satisfies ``condition``."""
+        async with asyncio.timeout(timeout):
+            while not condition():
+                self.wrote.clear()
+                await self.wrote.wait()
+
 
 def new_log() -> SessionEventLog:
     return SessionEventLog("s", MemoryEventStore())
-
-
-async def wait_for(condition: Any, timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.01)
 
 
 async def test_a_silent_stream_sends_keep_alive_comments_and_ends_when_the_client_leaves() -> None:
     client = Client()
     stream = EventStream(new_log(), 0, False, stop_at_terminal=False, keepalive=0.05, send_timeout=1.0)
     task = asyncio.create_task(stream(client.scope, client.receive, client.send))
-    await wait_for(lambda: client.bodies().count(KEEPALIVE) >= 2)
+    await client.until(lambda: client.bodies().count(KEEPALIVE) >= 2)
     client.left.set()
     async with asyncio.timeout(5):
         await task
@@ -72,7 +76,7 @@ async def test_a_reader_that_accepts_nothing_is_dropped_at_the_send_timeout_and_
     log = new_log()
     stream = EventStream(log, 0, False, stop_at_terminal=False, keepalive=10.0, send_timeout=0.2)
     task = asyncio.create_task(stream(client.scope, client.receive, client.send))
-    await wait_for(lambda: bool(client.sent))  # the response's start
+    await client.until(lambda: bool(client.sent))  # the response's start
     client.stalled = True
     started = asyncio.get_running_loop().time()
     log.append(EventDraft(TURN_STARTED, {"turn_id": "t1"}))
@@ -88,10 +92,10 @@ async def test_a_stuck_write_ends_at_once_when_the_server_stops() -> None:
     log = new_log()
     stream = EventStream(log, 0, False, stop_at_terminal=False, keepalive=10.0, send_timeout=None)
     task = asyncio.create_task(stream(client.scope, client.receive, client.send))
-    await wait_for(lambda: bool(client.sent))
+    await client.until(lambda: bool(client.sent))
     client.stalled = True
     log.append(EventDraft(TURN_STARTED, {"turn_id": "t1"}))
-    await asyncio.sleep(0.05)  # the write is under way, and stuck
+    await client.stuck.wait()
     stream.stop()
     stream.stop()  # the process's watcher says it again while the stream ends
     async with asyncio.timeout(5):
@@ -103,7 +107,7 @@ async def test_a_stopped_idle_stream_ends_with_a_complete_body() -> None:
     client = Client()
     stream = EventStream(new_log(), 0, False, stop_at_terminal=False, keepalive=10.0, send_timeout=1.0)
     task = asyncio.create_task(stream(client.scope, client.receive, client.send))
-    await wait_for(lambda: bool(client.sent))
+    await client.until(lambda: bool(client.sent))
     stream.stop()
     async with asyncio.timeout(5):
         await task
