@@ -168,11 +168,9 @@ class Services:
 def settle_memory() -> None:
     """What is loaded by now (FastAPI, the routers and models, the ACP SDK) lives as long as the
     server; keeping it out of the collector makes every full collection during an agent's burst
-    that much cheaper. The collector runs from here on (the command line starts without it), and
-    what start-up freed goes back to the system."""
+    that much cheaper, and what start-up freed goes back to the system."""
     gc.collect()
     gc.freeze()
-    gc.enable()
     trim_heap()
 
 

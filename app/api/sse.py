@@ -1,12 +1,12 @@
 """Server-sent event streams of a session log, as plain ASGI responses.
 
-A stream is one coroutine that writes the batches of a log subscription. Beside it: one task that
-notices the client leaving (a turn's stream, which most often ends within milliseconds, starts it
-only once it has been open for ``WATCH_AFTER`` seconds), one timer that sends the keep-alive comment
-when the stream has been idle and drops a reader that has accepted nothing for the send timeout, and
-one watcher for the whole process that ends every stream when the server begins to stop. (A general
-SSE response with a task group, a ping task and a cancel scope per write cost ~0.5 ms per
-``messages/stream``.)
+A stream is one coroutine that writes the batches of a log subscription. Beside it: one timer set
+for its next deadline (the keep-alive comment after a silence, the send timeout of a write), one
+task that notices the client leaving (a turn's stream, which most often ends within milliseconds,
+starts it only once it has been open for ``WATCH_AFTER`` seconds), and one watcher for the whole
+process that ends every stream when the server begins to stop. (A timeout scope per wait and per
+write, a timer made and cancelled twice per batch, cost ~8 us more per batch; a general SSE response
+with a task group, a ping task and a cancel scope per write cost ~0.5 ms per ``messages/stream``.)
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from starlette.responses import Response
 
 from app.api.middleware import ABORT_EXTENSION
 from app.events.envelope import dumps
-from app.events.log import SessionEventLog, StoredEvent, Subscription
+from app.events.log import SessionEventLog, Subscription
 from app.events.model import SESSION_ENDED, TERMINAL_TYPES, TURN_STARTED
+from app.events.stored import StoredEvent
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -77,9 +78,6 @@ class _DroppedReaders(logging.Filter):
 
 _dropped_readers = _DroppedReaders()
 
-# Why the stream's task was interrupted by its timer (or by the server stopping).
-_PING, _TIMEOUT, _STOP = "ping", "timeout", "stop"
-
 
 class EventStream(Response):
     """The events after ``after`` as SSE, then live ones.
@@ -88,6 +86,10 @@ class EventStream(Response):
     ``turn_id``: the stream is that turn's: what comes before its turn.started (the end of a turn
     still running when the message was queued) is skipped, unless the session ends first.
     When the server stops, the stream ends properly (a complete chunked body) rather than being cut.
+
+    One timer per stream, set for the next deadline: a wait for events that lasts ``keepalive``
+    seconds is woken to write a keep-alive comment; a write that lasts ``send_timeout`` seconds
+    expires the stream's one ``asyncio.timeout`` scope, and the reader is dropped.
     """
 
     _loop: asyncio.AbstractEventLoop  # set when the stream starts
@@ -115,13 +117,12 @@ class EventStream(Response):
         self.keepalive = keepalive if keepalive > 0 else None
         self.send_timeout = send_timeout or None
         self.stopping = stopping  # whether the server has begun to stop
-        self._task: asyncio.Task[Any] | None = None
-        self._sending = False
-        self._since = 0.0  # loop time when the current wait or write began
-        self._reason: str | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._period = 0.0
         self.sub: Subscription | None = None
+        self._writing = False
+        self._since = 0.0  # loop time when the current wait or write began
+        self._scope: asyncio.Timeout | None = None  # expired to drop the reader
+        self._timer: asyncio.TimerHandle | None = None
+        self._stopping = False
         self._receive: Receive | None = None
         self._watcher: asyncio.Task[None] | None = None
 
@@ -144,10 +145,38 @@ class EventStream(Response):
                     return batch[: index + 1], True
         return batch, False
 
+    async def _write_all(self, sub: Subscription, send: Send) -> None:
+        await self._send(send, {"type": "http.response.start", "status": 200, "headers": list(START_HEADERS)})
+        while True:
+            self._since = self._loop.time()
+            batch = await sub.next_batch()
+            if not batch:
+                if sub.closed:  # the client left or the server is stopping
+                    await self._send(send, _END)
+                    return
+                # Woken by the timer: the stream has been silent for the keep-alive period.
+                await self._send(send, {"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+                continue
+            batch, done = self._select(batch)
+            if done:  # the last frames and the end of the body in one write
+                body = frames(batch, self.include_raw)
+                await self._send(send, {"type": "http.response.body", "body": body, "more_body": False})
+                return
+            if batch:
+                body = frames(batch, self.include_raw)
+                await self._send(send, {"type": "http.response.body", "body": body, "more_body": True})
+
+    async def _send(self, send: Send, message: Message) -> None:
+        self._writing = True
+        self._since = self._loop.time()
+        try:
+            await send(message)
+        finally:
+            self._writing = False
+
     # ---- ASGI ---------------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         loop = self._loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
         sub = self.sub = self.log.subscribe(self.after)
         self._receive = receive
         watch_later = None
@@ -156,38 +185,16 @@ class EventStream(Response):
         else:
             self._watch_client()
         _streams.add(self)
-        period = min(p for p in (self.keepalive, self.send_timeout, 3600.0) if p is not None)
-        # The timer looks a few times per period, so a keep-alive is at most a quarter late.
-        self._period = period / 4
-        self._timer = loop.call_later(self._period, self._tick)
+        self._since = loop.time()
+        deadline = self._scope = asyncio.timeout(None)
+        self._check()
         try:
-            await self._send(send, {"type": "http.response.start", "status": 200, "headers": list(START_HEADERS)})
-            while True:
-                self._since = loop.time()
-                try:
-                    batch = await sub.next_batch()
-                except asyncio.CancelledError:
-                    if self._reason != _PING:
-                        raise
-                    self._interrupted()
-                    await self._send(send, {"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
-                    continue
-                if not batch:  # closed: the client left or the server is stopping
-                    break
-                batch, done = self._select(batch)
-                if done:  # the last frames and the end of the body in one write
-                    body = frames(batch, self.include_raw)
-                    await self._send(send, {"type": "http.response.body", "body": body, "more_body": False})
-                    return
-                if batch:
-                    body = frames(batch, self.include_raw)
-                    await self._send(send, {"type": "http.response.body", "body": body, "more_body": True})
-            await self._send(send, _END)
-        except asyncio.CancelledError:
-            reason = self._interrupted()
-            if reason is None or reason == _PING:
+            async with deadline:
+                await self._write_all(sub, send)
+        except TimeoutError:
+            if not deadline.expired():
                 raise
-            if reason == _TIMEOUT:
+            if not self._stopping:
                 client = scope.get("client")
                 log.warning(
                     "SSE reader %s dropped: it accepted no data for %ss",
@@ -202,6 +209,7 @@ class EventStream(Response):
                 # Returning unfinished makes the server close the connection.
                 _dropped_readers.expect()
         finally:
+            self._scope = None
             if self._timer is not None:
                 self._timer.cancel()
             if watch_later is not None:
@@ -210,22 +218,29 @@ class EventStream(Response):
                 self._watcher.cancel()
             _streams.discard(self)
             sub.close()
-            self._task = None
 
-    async def _send(self, send: Send, message: Message) -> None:
-        self._sending = True
-        self._since = self._loop.time()
-        try:
-            await send(message)
-        finally:
-            self._sending = False
+    # ---- the timer ----------------------------------------------------------------------------
+    def _check(self) -> None:
+        """A write past the send timeout drops the reader; a wait past the keep-alive period is
+        woken. Then the timer is set for the deadline of what the stream does now."""
+        now = self._loop.time()
+        limit = self.send_timeout if self._writing else self.keepalive
+        if limit is not None and now - self._since >= limit:
+            if self._writing:
+                self._drop()
+                return
+            if self.sub is not None:
+                self.sub.wake()
+        # What the stream does next (a wait, a write) has its deadline at least this far from its
+        # start: looking again no later than that, and then at that deadline, is never late.
+        step = min(p for p in (self.keepalive, self.send_timeout, 3600.0) if p is not None)
+        due = self._since + limit if limit is not None and self._since + limit > now else now + step
+        self._timer = self._loop.call_at(min(due, now + step), self._check)
 
-    def _interrupted(self) -> str | None:
-        """The reason of a cancellation this stream asked for (and that cancellation undone)."""
-        reason, self._reason = self._reason, None
-        if reason is not None and self._task is not None:
-            self._task.uncancel()
-        return reason
+    def _drop(self) -> None:
+        scope = self._scope
+        if scope is not None and not scope.expired():
+            scope.reschedule(self._loop.time())  # the stream's task ends with TimeoutError
 
     def _watch_client(self) -> None:
         """Start the task that notices the client leaving."""
@@ -240,27 +255,11 @@ class EventStream(Response):
             log.debug("SSE receive failed", exc_info=True)
         sub.close()  # wakes the stream, which ends
 
-    def _tick(self) -> None:
-        task = self._task
-        if task is None:
-            return
-        loop = self._loop
-        idle = loop.time() - self._since
-        if self._reason is None:
-            if self._sending:
-                if self.send_timeout is not None and idle >= self.send_timeout:
-                    self._reason = _TIMEOUT
-                    task.cancel()
-            elif self.keepalive is not None and idle >= self.keepalive:
-                self._reason = _PING
-                task.cancel()
-        self._timer = loop.call_later(self._period, self._tick)
-
     def stop(self) -> None:
         """The server is stopping: end the stream (at once if it is stuck writing)."""
-        if self._sending and self._task is not None and self._reason is None:
-            self._reason = _STOP
-            self._task.cancel()
+        self._stopping = True
+        if self._writing:
+            self._drop()
         elif self.sub is not None:
             self.sub.close()
 

@@ -37,9 +37,9 @@ from typing import Any
 from app.errors import StorageUnavailable
 
 from .envelope import pack, unpack
-from .log import StoredEvent
 from .sqlite import _BARRIER, _DELETE, SqliteEventStore, StoreError, _event_ns, _record_id
 from .store import LogStats
+from .stored import StoredEvent
 
 log = logging.getLogger("acp_rest_bridge.events")
 

@@ -36,8 +36,8 @@ from typing import Any
 
 from app.events.envelope import dumps, pack, stored_time, unpack
 
-from .log import StoredEvent
 from .store import LogStats, StoreListener
+from .stored import StoredEvent
 from .text import clean_text, escape_surrogates
 
 log = logging.getLogger("acp_rest_bridge.events")

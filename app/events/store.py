@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .log import StoredEvent
+    from .stored import StoredEvent
 
 
 @dataclass(slots=True, frozen=True)

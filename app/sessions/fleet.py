@@ -29,15 +29,15 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from app.errors import StreamError
 
 if TYPE_CHECKING:
+    from app.events.log import SessionEventLog
     from app.events.postgres import PostgresEventStore
     from app.settings import Settings
 
-    from .manager import SessionManager
     from .session import Session
 
 log = logging.getLogger("acp_rest_bridge.fleet")
@@ -56,13 +56,26 @@ def advertised(settings: Settings) -> str:
     return f"http://{settings.host}:{settings.port}"
 
 
+class Sessions(Protocol):
+    """What the fleet uses of this bridge's ``SessionManager`` (which holds the fleet)."""
+
+    def list(self) -> list[Session]: ...
+    def find(self, session_id: str) -> Session | None: ...
+    async def lookup(self, session_id: str) -> Session: ...
+    def add(self, session: Session) -> None: ...
+    def discard(self, session_id: str) -> None: ...
+    def restored(self, record: dict[str, Any], runners: dict[str, str] | None = None) -> Session: ...
+    def resumed_here(self, record: dict[str, Any], log_: SessionEventLog) -> Session: ...
+    def new_log(self, session_id: str) -> SessionEventLog: ...
+
+
 class Fleet:
     # Seconds between looks for commits of followed sessions that no notification announced.
     POLL = 1.0
     # Seconds between tries to listen again after the listening connection was lost.
     RELISTEN = 1.0
 
-    def __init__(self, settings: Settings, store: PostgresEventStore, manager: SessionManager) -> None:
+    def __init__(self, settings: Settings, store: PostgresEventStore, manager: Sessions) -> None:
         self.settings = settings
         self.store = store
         self.manager = manager

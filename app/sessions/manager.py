@@ -21,8 +21,9 @@ from app.errors import (
     TooManySessions,
     UnsupportedAgent,
 )
-from app.events.log import SessionEventLog, StoredEvent
+from app.events.log import SessionEventLog
 from app.events.store import EventStore
+from app.events.stored import StoredEvent
 from app.events.text import clean_text
 from app.metrics import Metrics
 from app.settings import Settings

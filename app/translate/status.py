@@ -17,7 +17,7 @@ Unstable ``compaction_summary_chunk`` streams the summary text into a ``system``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from app.events.model import EventDraft
 
@@ -25,13 +25,32 @@ from .content import meta_str
 from .items import make_item
 
 if TYPE_CHECKING:
-    from .session_translator import SessionTranslator
+    from .items import ItemIds, ItemLifecycle
+    from .messages import MessageAssembler
+
+
+class _Plans(Protocol):
+    plans: dict[str, Any]
+
+
+class Translator(Protocol):
+    """What these handlers use of the session's ``SessionTranslator`` (which imports this module)."""
+
+    @property
+    def ids(self) -> ItemIds: ...
+    @property
+    def lifecycle(self) -> ItemLifecycle: ...
+    @property
+    def messages(self) -> MessageAssembler: ...
+    @property
+    def state(self) -> _Plans: ...
+
 
 V1_PLAN_ID = "main"
 
 
 def status_item(
-    t: SessionTranslator, update: dict[str, Any], raw: Any, label: str, detail: str | None, extra: list[dict[str, Any]]
+    t: Translator, update: dict[str, Any], raw: Any, label: str, detail: str | None, extra: list[dict[str, Any]]
 ) -> list[EventDraft]:
     out = t.messages.close()
     native = meta_str(update, "nativeItemId")
@@ -63,14 +82,14 @@ def entries_summary(entries: list[Any]) -> str:
     return f"{done}/{len(valid)} completed"
 
 
-def plan(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
+def plan(t: Translator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     entries = update["entries"]
     t.state.plans[V1_PLAN_ID] = entries
     body = {"planId": V1_PLAN_ID, "entries": entries}
     return status_item(t, update, raw, "plan", entries_summary(entries), [{"type": "json", "json": body}])
 
 
-def plan_update(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
+def plan_update(t: Translator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     plan_obj = update["plan"]
     plan_id = plan_obj.get("planId") if isinstance(plan_obj.get("planId"), str) else V1_PLAN_ID
     if plan_obj["type"] == "items":
@@ -87,7 +106,7 @@ def plan_update(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[
     return status_item(t, update, raw, "plan", plan_obj["type"], extra)
 
 
-def plan_removed(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
+def plan_removed(t: Translator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     plan_id = update["planId"]
     t.state.plans.pop(plan_id, None)
     body = {"planId": plan_id, "removed": True}
@@ -98,10 +117,10 @@ def _payload(update: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in update.items() if k != "sessionUpdate"}
 
 
-def notice(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
+def notice(t: Translator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     return status_item(t, update, raw, "notice", update["title"], [{"type": "json", "json": _payload(update)}])
 
 
-def compaction_update(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
+def compaction_update(t: Translator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     detail = next((update[k] for k in ("status", "phase", "state") if isinstance(update.get(k), str)), None)
     return status_item(t, update, raw, "compaction", detail, [{"type": "json", "json": _payload(update)}])

@@ -45,7 +45,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from app.events.model import EventDraft, item_raw, kept_raw
 
@@ -54,7 +54,8 @@ from .content import block_to_part, meta_str
 from .items import make_item
 
 if TYPE_CHECKING:
-    from .session_translator import SessionTranslator
+    from .items import ItemIds, ItemLifecycle
+    from .messages import MessageAssembler
 
 TOOL_STATUSES = frozenset({"pending", "in_progress", "completed", "failed", "cancelled"})
 ENDED = frozenset({"completed", "failed", "cancelled"})
@@ -168,10 +169,25 @@ def _diff_size(item: dict[str, Any]) -> int:
     return (len(old) if isinstance(old, str) else 0) + (len(new) if isinstance(new, str) else 0)
 
 
+class Translator(Protocol):
+    """What tool calls use of the session's ``SessionTranslator`` (which imports this module)."""
+
+    @property
+    def ids(self) -> ItemIds: ...
+    @property
+    def lifecycle(self) -> ItemLifecycle: ...
+    @property
+    def messages(self) -> MessageAssembler: ...
+    @property
+    def tool_style(self) -> ToolStyle: ...
+    @property
+    def terminal_output(self) -> Callable[[str], str | None] | None: ...
+
+
 class ToolCalls:
     """The tool calls of one session."""
 
-    def __init__(self, translator: SessionTranslator) -> None:
+    def __init__(self, translator: Translator) -> None:
         self._t = translator
         self.calls: dict[str, ToolCallState] = {}
         self.finished: dict[str, tuple[str, str | None]] = {}  # toolCallId -> (call item, result item)

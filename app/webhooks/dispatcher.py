@@ -31,8 +31,8 @@ from typing import Any, TypeVar
 
 import httpx
 
-from app.events.log import StoredEvent
 from app.events.store import EventStore
+from app.events.stored import StoredEvent
 from app.metrics import Metrics
 from app.settings import Settings
 

@@ -8,8 +8,7 @@ from typing import Any
 
 import httpx
 
-from app.agents.mock import commands  # noqa: F401  (registers every mock command)
-from app.agents.mock.script import COMMANDS
+from app.agents.mock.commands import COMMANDS
 from tests.support import create_session, events, iter_sse, send, wait_for_events
 
 DONE = ("turn.ended", "session.ended")

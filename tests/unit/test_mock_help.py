@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from app.agents.mock import commands  # noqa: F401  (registers every command)
-from app.agents.mock.script import COMMANDS, HELP_TEXT
+from app.agents.mock.commands import COMMANDS
+from app.agents.mock.script import HELP_TEXT
 
 
 def test_help_lists_every_command() -> None:

@@ -15,7 +15,8 @@ from typing import Any
 from urllib.parse import unquote
 
 from . import memory
-from .script import Context, Step, script_for
+from .commands import script_for
+from .script import Context, Step
 
 
 def prompt_text(blocks: list[dict[str, Any]]) -> str:

@@ -16,7 +16,7 @@ import os
 import time
 from typing import Any
 
-from .script import Context, Step, command, say, update
+from .script import Context, Script, Step, say, update
 
 POLL_SECONDS = 0.02
 SPAWN_WAIT_SECONDS = 10.0
@@ -76,7 +76,6 @@ def _failure(ctx: Context, tool_id: str, what: str, error: dict[str, Any]) -> li
 
 
 # ---- read --------------------------------------------------------------------------------------
-@command("read")
 def _read(ctx: Context) -> list[Step]:
     words = ctx.words
     if len(words) < 2 or not all(w.isdigit() for w in words[2:4]) or len(words) > 4:
@@ -111,7 +110,6 @@ def _read(ctx: Context) -> list[Step]:
 
 
 # ---- write -------------------------------------------------------------------------------------
-@command("write")
 def _write(ctx: Context) -> list[Step]:
     parts = ctx.message.split(None, 2)
     if len(parts) < 3:
@@ -169,7 +167,6 @@ def _describe_exit(status: Any) -> str:
     return f"exit code {status.get('exitCode')}"
 
 
-@command("run")
 def _run(ctx: Context) -> list[Step]:
     rest = ctx.message.split(None, 1)[1] if len(ctx.words) > 1 else ""
     timeout: float | None = None
@@ -238,7 +235,6 @@ def _run(ctx: Context) -> list[Step]:
     ]
 
 
-@command("spawn")
 def _spawn(ctx: Context) -> list[Step]:
     command_line = ctx.message.split(None, 1)[1].strip() if len(ctx.words) > 1 else ""
     if not command_line:
@@ -263,3 +259,12 @@ def _spawn(ctx: Context) -> list[Step]:
         {"request": "terminal/create", "params": {"command": command_line}, "save": "terminal"},
         {"call": created},
     ]
+
+
+# This module's commands (by first word) and exact prompts (whole message), put together in commands.py.
+COMMANDS: dict[str, Script] = {
+    "read": _read,
+    "write": _write,
+    "run": _run,
+    "spawn": _spawn,
+}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .script import COMMANDS, Context, Step, command, exact
+from .script import Context, Script, Step
 
 OPTIONS = [
     {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
@@ -122,31 +122,36 @@ def question_steps(ctx: Context) -> list[Step]:
     return [color_question(ctx), yes_no(ctx, "question_reject", "Allow mock experiment?")]
 
 
-@command("permission", "permissions")
 def _permissions(ctx: Context) -> list[Step]:
     return ends_asking(ctx, permission_steps(ctx))
 
 
-@command("question", "questions")
 def _questions(ctx: Context) -> list[Step]:
     return ends_asking(ctx, question_steps(ctx))
 
 
-@exact("List files in the current directory using available tools.")
 def _list_files(ctx: Context) -> list[Step]:
     return ends_asking(ctx, [command_permission(ctx, "ls")])
 
 
-@exact("Use the bash tool to run `ls` in the current directory. Do not answer without using the tool.")
-def _bash(ctx: Context) -> list[Step]:
-    # Legacy: the request, then the tool sequence without waiting for the answer, then turn.ended.
-    tool = COMMANDS.get("tool")
-    return [command_permission(ctx, "ls"), *(tool(ctx) if tool is not None else [])]
-
-
-@exact(
-    "Use the AskUserQuestion tool to ask exactly one yes/no question, then wait for a reply. Do not answer yourself.",
-    "Call the AskUserQuestion tool with exactly one yes/no question and wait for a reply. Do not answer yourself.",
-)
 def _ask(ctx: Context) -> list[Step]:
     return ends_asking(ctx, [yes_no(ctx, "question", "Proceed?")])
+
+
+# This module's commands (by first word) and exact prompts (whole message), put together in commands.py.
+COMMANDS: dict[str, Script] = {
+    "permission": _permissions,
+    "permissions": _permissions,
+    "question": _questions,
+    "questions": _questions,
+}
+EXACT: dict[str, Script] = {
+    "List files in the current directory using available tools.": _list_files,
+    (
+        "Use the AskUserQuestion tool to ask exactly one yes/no question, then wait for a reply. "
+        "Do not answer yourself."
+    ): _ask,
+    (
+        "Call the AskUserQuestion tool with exactly one yes/no question and wait for a reply. Do not answer yourself."
+    ): _ask,
+}

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .script import Context, Step, command, say
+from .script import Context, Script, Step, say
 
 STATE_ENV = "ACP_BRIDGE_MOCK_STATE_DIR"
 REPLY_KEPT = 2000  # characters of a reply kept for the replay
@@ -143,10 +143,15 @@ def replay(session_id: str, turns: list[dict[str, str]]) -> list[dict[str, Any]]
     return out
 
 
-@command("history")
 def _history(ctx: Context) -> list[Step]:
     turns = ctx.session.get("history") or []
     if not turns:
         return say(ctx.id("history"), "No earlier messages in this session.")
     lines = [f"{n}. {turn['prompt']}" for n, turn in enumerate(turns, 1)]
     return say(ctx.id("history"), "Earlier messages in this session:\n" + "\n".join(lines))
+
+
+# This module's commands (by first word) and exact prompts (whole message), put together in commands.py.
+COMMANDS: dict[str, Script] = {
+    "history": _history,
+}

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .hitl_script import permission_steps, question_steps
-from .script import COMMANDS, Context, Step, chunk, command, exact, say, stream, update, whole
+from .hitl_script import command_permission, permission_steps, question_steps
+from .script import Context, Script, Step, chunk, markdown_steps, say, stream, update, whole
 
 META = "sandbox-agent/"
 # A 1x1 transparent PNG: image blocks carry real image data.
@@ -133,47 +133,43 @@ def error_steps(ctx: Context) -> list[Step]:
 
 
 # ---- commands ------------------------------------------------------------------------------
-@exact("Answer briefly and include your reasoning.")
 def _rich(ctx: Context) -> list[Step]:
     return rich_steps(ctx)
 
 
-@exact("Provide a short status update.")
-@command("status")
 def _status(ctx: Context) -> list[Step]:
     return status_steps(ctx)
 
 
-@command("tool", "tools", "tooling")
 def _tool(ctx: Context) -> list[Step]:
     return tool_steps(ctx)
 
 
-@command("image")
 def _image(ctx: Context) -> list[Step]:
     return image_steps(ctx)
 
 
-@command("unknown")
 def _unknown(ctx: Context) -> list[Step]:
     return unknown_steps(ctx)
 
 
-@command("error")
 def _error(ctx: Context) -> list[Step]:
     return error_steps(ctx)
 
 
-@command("unparsed")
 def _unparsed(ctx: Context) -> list[Step]:
     return unparsed_steps(ctx)
 
 
-@command("end", "ended", "session.end")
 def _end(ctx: Context) -> list[Step]:
     # The legacy mock ended the session without exiting: a session.ended instead of turn.ended.
     ctx.result_meta[META + "sessionEnd"] = {"terminatedBy": "agent"}
     return []
+
+
+def _bash(ctx: Context) -> list[Step]:
+    # Legacy: the request, then the tool sequence without waiting for the answer, then turn.ended.
+    return [command_permission(ctx, "ls"), *tool_steps(ctx)]
 
 
 MARKERS = (
@@ -190,13 +186,12 @@ MARKERS = (
 )
 
 
-@command("demo")
 def _demo(ctx: Context) -> list[Step]:
     parts = (
         system_steps,
         rich_steps,
         status_steps,
-        COMMANDS["markdown"],
+        markdown_steps,
         tool_steps,
         image_steps,
         unknown_steps,
@@ -212,7 +207,6 @@ def _demo(ctx: Context) -> list[Step]:
 
 
 # ---- beyond the legacy script --------------------------------------------------------------
-@command("plan")
 def _plan(ctx: Context) -> list[Step]:
     entries = [("Read the code", "high"), ("Write the change", "medium"), ("Run the tests", "low")]
 
@@ -256,7 +250,6 @@ V2_PATCH = (
 )
 
 
-@command("diff")
 def _diff(ctx: Context) -> list[Step]:
     """An edit whose result is an ACP v2 structured diff (several files, a binary one without patch)."""
     call = ctx.id("diff_call")
@@ -284,7 +277,6 @@ def _diff(ctx: Context) -> list[Step]:
     ]
 
 
-@command("meta")
 def _meta(ctx: Context) -> list[Step]:
     """Replies with the _meta the agent received (session/new and this prompt), as JSON: the bridge's
     ``sandbox-agent/*`` keys, and ``traceparent``/``tracestate`` when the bridge traces."""
@@ -292,21 +284,18 @@ def _meta(ctx: Context) -> list[Step]:
     return say(ctx.id("meta"), json.dumps(received, sort_keys=True))
 
 
-@command("title")
 def _title(ctx: Context) -> list[Step]:
     """Renames the session (session_info_update), as agents that summarise a conversation do."""
     stamp = "2026-01-30T10:15:42Z"
     return [update({"sessionUpdate": "session_info_update", "title": ctx.rest or None, "updatedAt": stamp})]
 
 
-@command("mode")
 def _mode(ctx: Context) -> list[Step]:
     """Switches the agent's mode on its own (current_mode_update)."""
     ctx.session["mode"] = ctx.rest or "build"
     return [update({"sessionUpdate": "current_mode_update", "currentModeId": ctx.session["mode"]})]
 
 
-@command("v2")
 def _v2(ctx: Context) -> list[Step]:
     """ACP v2 draft shapes: whole-message upserts, a tool call that starts with an update and streams
     its content in chunks, an item plan, and a state update."""
@@ -345,3 +334,31 @@ def _v2(ctx: Context) -> list[Step]:
         ),
         update({"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}),
     ]
+
+
+# This module's commands (by first word) and exact prompts (whole message), put together in commands.py.
+COMMANDS: dict[str, Script] = {
+    "status": _status,
+    "tool": _tool,
+    "tools": _tool,
+    "tooling": _tool,
+    "image": _image,
+    "unknown": _unknown,
+    "error": _error,
+    "unparsed": _unparsed,
+    "end": _end,
+    "ended": _end,
+    "session.end": _end,
+    "demo": _demo,
+    "plan": _plan,
+    "diff": _diff,
+    "meta": _meta,
+    "title": _title,
+    "mode": _mode,
+    "v2": _v2,
+}
+EXACT: dict[str, Script] = {
+    "Answer briefly and include your reasoning.": _rich,
+    "Provide a short status update.": _status,
+    "Use the bash tool to run `ls` in the current directory. Do not answer without using the tool.": _bash,
+}

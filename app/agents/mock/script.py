@@ -11,9 +11,10 @@ A script is a list of steps; each step is a dict:
 - ``{"call": fn}``: ``fn(ctx)`` returns more steps, run at that point (for answers to requests)
 - ``{"sleep": seconds}`` / ``{"exit": code}``
 
-Commands are registered in ``EXACT_PROMPTS`` (whole message, case-insensitive) and ``COMMANDS``
-(first word). Native ids follow the legacy ``mock_<n>_<name>`` scheme: they travel as ACP
-``messageId``/``toolCallId`` and become the legacy ``native_item_id``.
+Each module of scripts lists its own in ``COMMANDS`` (by first word) and ``EXACT`` (whole
+message, case-insensitive), plain dicts that ``commands.py`` puts together. Native ids follow the
+legacy ``mock_<n>_<name>`` scheme: they travel as ACP ``messageId``/``toolCallId`` and become the
+legacy ``native_item_id``.
 """
 
 from __future__ import annotations
@@ -49,26 +50,6 @@ class Context:
 
 
 Script = Callable[[Context], list[Step]]
-EXACT_PROMPTS: dict[str, Script] = {}
-COMMANDS: dict[str, Script] = {}
-
-
-def command(*names: str) -> Callable[[Script], Script]:
-    def register(fn: Script) -> Script:
-        for name in names:
-            COMMANDS[name] = fn
-        return fn
-
-    return register
-
-
-def exact(*prompts: str) -> Callable[[Script], Script]:
-    def register(fn: Script) -> Script:
-        for prompt in prompts:
-            EXACT_PROMPTS[prompt.lower()] = fn
-        return fn
-
-    return register
 
 
 # ---- step builders -------------------------------------------------------------------------
@@ -166,51 +147,40 @@ MARKDOWN_CHUNKS = (
 MARKDOWN_DOCUMENT = "".join(MARKDOWN_CHUNKS)
 
 
-@exact("Reply with exactly the single word OK.")
 def _ok(ctx: Context) -> list[Step]:
     return say(ctx.id("ok"), "OK")
 
 
-@exact("Reply with exactly the word FIRST.")
 def _first(ctx: Context) -> list[Step]:
     return say(ctx.id("first"), "FIRST")
 
 
-@exact("Reply with exactly the word SECOND.")
 def _second(ctx: Context) -> list[Step]:
     return say(ctx.id("second"), "SECOND")
 
 
-@command("help")
 def _help(ctx: Context) -> list[Step]:
     return say(ctx.id("help"), HELP_TEXT)
 
 
-@command("echo", "say")
 def _echo(ctx: Context) -> list[Step]:
     return say(ctx.id("echo"), ctx.rest or "Tell me what to say after `echo`.")
 
 
-@command("markdown")
-def _markdown(ctx: Context) -> list[Step]:
+def markdown_steps(ctx: Context) -> list[Step]:
     text = {"type": "text", "text": MARKDOWN_STARTED}
     return stream(ctx.id("markdown"), [text], MARKDOWN_CHUNKS, [{"type": "text", "text": MARKDOWN_DOCUMENT}])
 
 
-def _echo_reply(ctx: Context) -> list[Step]:
-    return say(ctx.id("reply"), ctx.message)
-
-
-def script_for(ctx: Context) -> list[Step]:
-    """The steps for one prompt. An empty message gives no steps (legacy: nothing after turn.started)."""
-    from . import commands  # noqa: F401  (registers the remaining commands)
-
-    if not ctx.message:
-        return []
-    exact_script = EXACT_PROMPTS.get(ctx.message.lower())
-    if exact_script is not None:
-        return exact_script(ctx)
-    script = COMMANDS.get(ctx.words[0].lower())
-    if script is not None:
-        return script(ctx)
-    return _echo_reply(ctx)
+# This module's commands (by first word) and exact prompts (whole message), put together in commands.py.
+COMMANDS: dict[str, Script] = {
+    "help": _help,
+    "echo": _echo,
+    "say": _echo,
+    "markdown": markdown_steps,
+}
+EXACT: dict[str, Script] = {
+    "Reply with exactly the single word OK.": _ok,
+    "Reply with exactly the word FIRST.": _first,
+    "Reply with exactly the word SECOND.": _second,
+}
