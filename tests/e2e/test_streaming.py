@@ -472,13 +472,11 @@ def test_a_stalled_reader_delays_no_one_and_later_gets_everything(sclient: httpx
 
 
 def wait_for_turns(client: httpx.Client, sid: str, count: int, timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ended() -> bool:
         response = client.get(f"/v1/sessions/{sid}/events", params={"offset": 0})
-        if sum(1 for e in response.json()["events"] if e["type"] == "turn.ended") >= count:
-            return True
-        time.sleep(0.05)
-    return False
+        return sum(1 for e in response.json()["events"] if e["type"] == "turn.ended") >= count
+
+    return wait_until(ended, timeout, 0.05)
 
 
 def test_a_dead_reader_is_dropped_after_the_send_timeout(tmp_path: Path) -> None:

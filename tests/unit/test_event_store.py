@@ -6,7 +6,7 @@ import asyncio
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from app.events.model import ITEM_DELTA, EventDraft
 from app.events.postgres import PostgresEventStore
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore, MemoryEventStore
+from tests.support import wait_until_async
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -257,13 +258,9 @@ async def test_settled_waits_until_what_was_appended_is_committed(store: SqliteE
 
 
 # ---- the writer never dies --------------------------------------------------------------------
-async def wait_for(predicate: Any, timeout: float = 10) -> None:
+async def wait_for(predicate: Callable[[], object], timeout: float = 10) -> None:
     """Until the writer's notices, delivered on this loop, make ``predicate`` true."""
-    for _ in range(int(timeout / 0.01)):
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("timed out")
+    assert await wait_until_async(predicate, timeout), "timed out"
 
 
 async def test_text_sqlite_cannot_encode_is_cleaned_and_later_events_are_stored(where: Path | str) -> None:
