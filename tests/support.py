@@ -260,7 +260,7 @@ def wait_for_events(
     include_raw: bool = False,
 ) -> list[dict[str, Any]]:
     """Follow the session's SSE stream from ``offset`` until ``until(events so far)`` holds."""
-    params = {"offset": offset}
+    params: dict[str, int | str] = {"offset": offset}
     if include_raw:
         params["include_raw"] = "true"
     seen: list[dict[str, Any]] = []

@@ -98,7 +98,12 @@ def sequences(evs: list[dict[str, Any]]) -> list[int]:
 
 
 def follow(
-    client: httpx.Client, sid: str, stop_type: str, *, offset: int = 0, headers: dict[str, str] | None = None
+    client: httpx.Client,
+    sid: str,
+    stop_type: str,
+    *,
+    offset: int = 0,
+    headers: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
     with client.stream(
@@ -115,7 +120,7 @@ def follow(
 def replay(client: httpx.Client, sid: str, last: int) -> list[dict[str, Any]]:
     """The SSE replay (with raw) from the start up to sequence ``last``."""
     seen: list[dict[str, Any]] = []
-    params = {"offset": 0, "include_raw": "true"}
+    params: dict[str, int | str] = {"offset": 0, "include_raw": "true"}
     with client.stream("GET", f"/v1/sessions/{sid}/events/sse", params=params) as response:
         for event in iter_sse(response):
             seen.append(event)

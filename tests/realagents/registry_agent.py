@@ -54,7 +54,7 @@ class RegistryRun(Run):
     def execute(self) -> dict[str, Any]:
         for d in (self.home, self.work, self.transcripts, self.data):
             d.mkdir(parents=True, exist_ok=True)
-        shared_bin = install_dir()
+        shared_bin = install_dir(AGENT, recipe().version)
         shared_bin.mkdir(parents=True, exist_ok=True)
         (self.data / "bin").symlink_to(shared_bin, target_is_directory=True)
         llm = FakeLLMServer(self.root / "llm.jsonl").start()
