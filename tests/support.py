@@ -42,9 +42,19 @@ def require_npm() -> None:
 
 
 def free_port() -> int:
+    """A loopback port free now, for a server that must be told its port before it starts (another
+    process may take it meanwhile: ``start_bridge`` lets the bridge pick its own)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextmanager
+def refused_port() -> Iterator[int]:
+    """A loopback port that refuses connections: held bound, never listening, so nothing takes it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])
 
 
 @dataclass

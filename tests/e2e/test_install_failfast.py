@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import Bridge, free_port, require_npm, start_bridge, wait_until
+from tests.support import Bridge, refused_port, require_npm, start_bridge, wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -38,10 +38,10 @@ def npm_env(tmp_path: Path, registry: str) -> dict[str, str]:
 
 @pytest.fixture
 def refused(tmp_path: Path) -> Iterator[Bridge]:
-    port = free_port()  # nothing listens there: every connection is refused
-    bridge = start_bridge(tmp_path, "--log-level", "info", env=npm_env(tmp_path, f"http://127.0.0.1:{port}/"))
-    yield bridge
-    bridge.stop()
+    with refused_port() as port:  # every connection is refused
+        bridge = start_bridge(tmp_path, "--log-level", "info", env=npm_env(tmp_path, f"http://127.0.0.1:{port}/"))
+        yield bridge
+        bridge.stop()
 
 
 def test_create_with_an_unreachable_registry_answers_within_60s(refused: Bridge) -> None:
