@@ -17,7 +17,7 @@ from app.agents.acp_catalog import load_snapshot
 from tests.realagents import fake_llm
 from tests.realagents.legacy import install_dir, install_outside
 from tests.realagents.netns import driver_report, isolation, opted_out, unavailable
-from tests.realagents.registry_agent import AGENT, recipe
+from tests.realagents.registry_agent import AGENT, catalog_version
 
 DRIVER_TIMEOUT = 300.0
 
@@ -31,7 +31,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     if shutil.which("npm") is None or shutil.which("node") is None:
         unavailable(f"npm/node are not installed: {AGENT} is an npm package")
     # POST /v1/agents/claude-code-acp/install, npm from the registry
-    installed = install_outside(AGENT, recipe().version)
+    installed = install_outside(AGENT, catalog_version())
     if installed["status"] != 204:
         unavailable(f"{AGENT} could not be installed: {installed['body'][-1500:]}")
     out = tmp_path_factory.mktemp("registry-agent") / "report.json"
@@ -74,6 +74,6 @@ def test_the_session_works_against_the_fake_llm(report: dict[str, Any]) -> None:
 
 
 def test_the_install_is_kept_where_the_catalog_says(report: dict[str, Any]) -> None:
-    kept = install_dir(AGENT, recipe().version) / "acp-registry" / AGENT
+    kept = install_dir(AGENT, catalog_version()) / "acp-registry" / AGENT
     manifest = json.loads((kept / ".acp-registry.json").read_text())
     assert manifest["distribution"] == "npx" and manifest["package"].startswith("@zed-industries/claude-code-acp@")

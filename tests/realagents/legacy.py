@@ -432,9 +432,10 @@ def _install_outside(agent: str, version: str, timeout: float) -> dict[str, Any]
     try:
         started = time.monotonic()
         with httpx.Client(base_url=bridge.url, timeout=timeout + 30) as client:
-            # A legacy agent's newest tested version is its default; an ACP registry agent has one version.
-            npm = PROFILES[agent].npm if agent in PROFILES else None
-            body = {} if npm is None or version == npm.version else {"agentVersion": version}
+            # The default install (a legacy agent's tested version; a registry agent's catalog version).
+            profile = PROFILES.get(agent)
+            default = profile.npm.version if profile is not None and profile.npm is not None else None
+            body = {} if default is None or version == default else {"agentVersion": version}
             answer = client.post(f"/v1/agents/{agent}/install", json=body)
             info = next(a for a in client.get("/v1/agents").json()["agents"] if a["id"] == agent)
         return {

@@ -34,6 +34,11 @@ AGENT = "claude-code-acp"
 META = "sandbox-agent/acpRegistry"
 
 
+def catalog_version() -> str:
+    """The version of the agent the snapshot's catalog names (the one an install takes)."""
+    return str(recipe().version)
+
+
 def recipe() -> Any:
     """claude-code-acp's offline environment (``claude_env``) under the registry's id and package."""
     entry = load_snapshot().get(AGENT)
@@ -54,7 +59,7 @@ class RegistryRun(Run):
     def execute(self) -> dict[str, Any]:
         for d in (self.home, self.work, self.transcripts, self.data):
             d.mkdir(parents=True, exist_ok=True)
-        shared_bin = install_dir(AGENT, recipe().version)
+        shared_bin = install_dir(AGENT, catalog_version())
         shared_bin.mkdir(parents=True, exist_ok=True)
         (self.data / "bin").symlink_to(shared_bin, target_is_directory=True)
         llm = FakeLLMServer(self.root / "llm.jsonl").start()
