@@ -285,7 +285,7 @@ def test_a_database_that_goes_away_loses_nothing_across_bridges(fleet: Fleet, po
     try:
         send(ca, "outage", "during")  # the bridge takes it and shows its events from memory
         # The writer says so once it fails a commit, which may come after the turn's end.
-        during = follow(
+        follow(
             ca,
             "outage",
             lambda seen: (
