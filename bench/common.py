@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,20 +43,44 @@ class Server:
         return 0
 
 
+# The server's first line names the address it listens on (plain or inside a JSON log record).
+STARTUP_LINE = re.compile(r"acp-rest-bridge listening on (http://[^;\s\"]+);")
+
+
 @contextmanager
 def bridge(data_dir: Path, *args: str, env: dict[str, str] | None = None, root: Path = ROOT) -> Iterator[Server]:
-    """A bridge server on a free port, run from the source tree ``root`` (another checkout to
-    compare versions)."""
-    port = free_port()
-    argv = [sys.executable, "-m", "app", "server", "--port", str(port), "--data-dir", str(data_dir), *args]
+    """A bridge server on a port it picks (read from its start-up line), run from the source tree
+    ``root`` (another checkout to compare versions). Its stderr goes on to ours."""
+    argv = [sys.executable, "-m", "app", "server", "--port", "0", "--data-dir", str(data_dir), *args]
     full_env = {"ACP_BRIDGE_MAX_SESSIONS": "0", **os.environ, **(env or {})}  # benchmarks run hundreds
     # Loopback only: the ACP registry's published catalog is not fetched unless a URL is given.
     full_env.setdefault("ACP_BRIDGE_ACP_REGISTRY_URL", "")
     full_env["PYTHONPATH"] = str(root) + os.pathsep + full_env.get("PYTHONPATH", "")
-    url = f"http://127.0.0.1:{port}"
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, env=full_env, cwd=data_dir.parent, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, env=full_env, cwd=data_dir.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    urls: queue.Queue[str | None] = queue.Queue()
+
+    def relay() -> None:
+        assert proc.stderr is not None
+        announced = False
+        for raw in proc.stderr:
+            line = raw.decode(errors="replace")
+            sys.stderr.write(line)
+            match = None if announced else STARTUP_LINE.search(line)
+            if match:
+                announced = True
+                urls.put(match.group(1))
+        if not announced:
+            urls.put(None)  # it exited first
+
+    threading.Thread(target=relay, name="bridge-stderr", daemon=True).start()
     try:
+        try:
+            url = urls.get(timeout=30)
+        except queue.Empty:
+            raise RuntimeError("bridge printed no start-up line in 30 s") from None
+        if url is None:
+            raise RuntimeError(f"bridge exited with {proc.wait(5)}")
         with httpx.Client(timeout=1) as client:
             while True:
                 if proc.poll() is not None:
@@ -65,7 +92,7 @@ def bridge(data_dir: Path, *args: str, env: dict[str, str] | None = None, root: 
                     pass
                 if time.perf_counter() - t0 > 30:
                     raise RuntimeError("bridge did not become healthy in 30 s")
-                time.sleep(0.005)
+                time.sleep(0.005)  # fine-grained: the time to healthy is a figure of the benchmarks
         yield Server(url, proc, time.perf_counter() - t0)
     finally:
         proc.send_signal(signal.SIGTERM)

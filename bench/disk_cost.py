@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
 import httpx
 
 from bench.common import ROOT, bridge
+from tests.support import wait_until
 
 CASES = [(2000, 16), (500, 256)]  # (chunks, characters each): a token stream, and larger chunks
 
@@ -31,13 +31,12 @@ def measure(root: Path, chunks: int, size: int) -> tuple[int, int, int]:
             assert client.post(f"/v1/sessions/{session_id}", json={"agent": "mock"}).status_code == 200
             message = {"message": f"burst {chunks} {size}"}
             assert client.post(f"/v1/sessions/{session_id}/messages", json=message).status_code == 204
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
+
+            def ended() -> bool:
                 page = client.get(f"/v1/sessions/{session_id}/events", params={"offset": 0, "limit": 100_000})
-                if any(e["type"] == "turn.ended" for e in page.json()["events"]):
-                    break
-                time.sleep(0.1)
-            else:
+                return any(e["type"] == "turn.ended" for e in page.json()["events"])
+
+            if not wait_until(ended, 120, 0.1):
                 raise RuntimeError("the burst did not end in 120 s")
         db = sqlite3.connect(data_dir / "events.sqlite3")
         try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from typing import Any
 
 from acp.schema import SessionNotification
 
@@ -73,7 +74,7 @@ def main() -> None:
         lambda i: SessionNotification.model_validate(messages[i]["params"]),
     )
 
-    tools = []
+    tools: list[dict[str, Any]] = []
     for i in range(n // 3):
         call_id = f"c{i}"
         tools.append(

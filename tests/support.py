@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -90,9 +92,19 @@ def require_npm() -> None:
 
 
 def free_port() -> int:
+    """A loopback port free now, for a server that must be told its port before it starts (another
+    process may take it meanwhile: ``start_bridge`` lets the bridge pick its own)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextmanager
+def refused_port() -> Iterator[int]:
+    """A loopback port that refuses connections: held bound, never listening, so nothing takes it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])
 
 
 @dataclass
@@ -125,6 +137,10 @@ class Bridge:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
@@ -181,12 +197,15 @@ def start_bridge(
     env: dict[str, str] | None = None,
     data_dir: Path | None = None,
     cwd: Path | None = None,
-    port: int | None = None,
+    port: int = 0,
     wrapper: list[str] | None = None,
 ) -> Bridge:
-    port = port or free_port()
+    """A bridge on 127.0.0.1, started and healthy. It binds ``port``; 0 (the default) lets it pick a
+    free one, read back from its start-up line (a port chosen here could be taken before it binds).
+    A given port is for a test that restarts a bridge where clients knew it."""
     data_dir = data_dir or (tmp / "data")
-    log_path = tmp / f"bridge-{port}.log"
+    log_fd, log_name = tempfile.mkstemp(prefix="bridge-", suffix=".log", dir=tmp)
+    log_path = Path(log_name)
     argv = [sys.executable, "-m", "app", "server", "--port", str(port), "--data-dir", str(data_dir), *args]
     argv = [*(wrapper or []), *argv]  # e.g. a command that runs the bridge in its own namespace
     if token:
@@ -196,21 +215,45 @@ def start_bridge(
     # Loopback only: the ACP registry's published catalog is not fetched unless a URL is given.
     full_env.setdefault("ACP_BRIDGE_ACP_REGISTRY_URL", "")
     full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
-    with open(log_path, "wb") as log:
+    with os.fdopen(log_fd, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=full_env, cwd=cwd or tmp)
-    bridge = Bridge(f"http://127.0.0.1:{port}", proc, data_dir, token, log_path)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"bridge exited with {proc.returncode}:\n{bridge.log()}")
+    bridge = Bridge("", proc, data_dir, token, log_path)
+
+    def healthy() -> bool:
         try:
-            if httpx.get(bridge.url + "/v1/health", timeout=1).status_code == 200:
-                return bridge
+            return httpx.get(bridge.url + "/v1/health", timeout=1).status_code == 200
         except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    bridge.stop()
-    raise RuntimeError(f"bridge did not become healthy:\n{bridge.log()}")
+            return False
+
+    try:
+        bridge.url = started_url(proc, bridge.log, 30)
+        if not wait_until(healthy, 30, while_running=proc, interval=0.05):
+            raise RuntimeError(f"bridge did not become healthy:\n{bridge.log()}")
+    except ExitedError:
+        raise RuntimeError(f"bridge exited with {proc.returncode}:\n{bridge.log()}") from None
+    except BaseException:
+        bridge.stop()
+        raise
+    return bridge
+
+
+# The server's first line names the address it listens on (plain or inside a JSON log record).
+STARTUP_LINE = re.compile(r"acp-rest-bridge listening on (http://[^;\s\"]+);")
+
+
+def started_url(proc: subprocess.Popen[bytes], output: Callable[[], str], timeout: float) -> str:
+    """The URL a starting server listens on, from its start-up line in ``output()``."""
+    found: list[str] = []
+
+    def announced() -> bool:
+        match = STARTUP_LINE.search(output())
+        if match:
+            found.append(match.group(1))
+        return bool(match)
+
+    if not wait_until(announced, timeout, while_running=proc):
+        raise RuntimeError(f"no start-up line within {timeout} s:\n{output()}")
+    return found[0]
 
 
 # ---- legacy SSE parsing (behavior §6.2: split on blank lines, keep data: lines) -------------------
@@ -277,7 +320,7 @@ def wait_for_events(
     include_raw: bool = False,
 ) -> list[dict[str, Any]]:
     """Follow the session's SSE stream from ``offset`` until ``until(events so far)`` holds."""
-    params = {"offset": offset}
+    params: dict[str, int | str] = {"offset": offset}
     if include_raw:
         params["include_raw"] = "true"
     seen: list[dict[str, Any]] = []
@@ -341,10 +384,39 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.02) -> bool:
+class ExitedError(RuntimeError):
+    """A process a wait depended on exited first."""
+
+
+def wait_until(
+    predicate: Callable[[], object],
+    timeout: float,
+    interval: float = 0.02,
+    *,
+    while_running: subprocess.Popen[bytes] | None = None,
+) -> bool:
+    """Whether ``predicate()`` holds within ``timeout`` seconds, checked every ``interval``: the one
+    polling helper, for state with no event to wait for (a file, a log line, a process gone). With
+    ``while_running``, that process exiting first raises ``ExitedError`` with its output."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
         if predicate():
             return True
-        time.sleep(interval)
-    return predicate()
+        if while_running is not None and while_running.poll() is not None:
+            raise ExitedError(f"exited with {while_running.returncode} while waiting")
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return bool(predicate())
+        time.sleep(min(interval, remaining))
+
+
+async def wait_until_async(predicate: Callable[[], object], timeout: float, interval: float = 0.01) -> bool:
+    """``wait_until`` on an event loop: the loop runs (and delivers what the predicate waits for)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return True
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return bool(predicate())
+        await asyncio.sleep(min(interval, remaining))

@@ -121,7 +121,7 @@ class SqliteEventStore:
     # cannot write, a writer that cannot keep up): the memory they hold is bounded.
     BACKLOG_BYTES = 256 * 1024 * 1024
     # Waits between tries of a batch the disk refused: from the first to the last, doubling.
-    RETRY_DELAYS = (0.05, 0.1, 0.25, 0.5, 1.0)
+    RETRY_DELAYS: tuple[float, ...] = (0.05, 0.1, 0.25, 0.5, 1.0)
     # Seconds the writer waits after the first queued entry before it commits (0: none; tests).
     COALESCE = 0.0
     # After a batch this large, the writer waits this long for the next one to gather.

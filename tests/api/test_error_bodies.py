@@ -44,7 +44,7 @@ async def test_emfile_inside_an_fs_operation_is_503(client: httpx.AsyncClient, m
     def no_fds(*args: object, **kwargs: object) -> int:
         raise OSError(errno.EMFILE, "Too many open files")
 
-    monkeypatch.setattr(ops.os, "open", no_fds)
+    monkeypatch.setattr("app.fs.ops.os.open", no_fds)
     response = await client.get("/v1/fs/file", params={"path": "/etc/hostname"})
     assert response.status_code == 503 and response.json()["status"] == 503
 

@@ -124,7 +124,7 @@ def test_cors_wildcards_when_not_configured(client: httpx.Client) -> None:
     assert "access-control-allow-origin" not in r.headers
 
 
-def test_credentials_with_wildcards_refuse_to_start(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_credentials_with_wildcards_refuse_to_start(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="cors-allow-credentials"):
         start_bridge(tmp_path, "-C")
 

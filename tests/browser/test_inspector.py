@@ -185,7 +185,7 @@ def test_full_mock_session_from_build_inspector_url(ui: Page, secured: Bridge) -
 
 
 def test_sse_dropped_and_resumed_without_duplicates_or_gaps(ui: Page, secured: Bridge) -> None:
-    proxy = DroppingProxy(int(secured.url.rsplit(":", 1)[1]))
+    proxy = DroppingProxy(secured.port)
     api = secured.client()
     try:
         create_session(api, "ui-drop")
@@ -443,7 +443,7 @@ def test_session_rebuilt_from_the_log_after_a_server_restart(
 ) -> None:
     tmp = tmp_path_factory.mktemp("ui-restart")
     first = start_bridge(tmp, data_dir=tmp / "data")
-    port = int(first.url.rsplit(":", 1)[1])
+    port = first.port
     try:
         api = first.client()
         create_session(api, "ui-restart", title="Before the restart")

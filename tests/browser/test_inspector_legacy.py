@@ -37,7 +37,7 @@ def open_inspector(ui: Page, server: Bridge, **options: Any) -> Any:
 
 def session_info(server: Bridge, sid: str) -> dict[str, Any]:
     sessions = server.client().get("/v1/sessions").json()["sessions"]
-    return next(s for s in sessions if s["sessionId"] == sid)  # type: ignore[no-any-return]
+    return next(s for s in sessions if s["sessionId"] == sid)
 
 
 def test_mcp_servers_and_skill_sources_at_create(ui: Page, server: Bridge, workdir: Path, tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from tests.support import (
     ROOT,
     Bridge,
     create_session,
-    free_port,
+    refused_port,
     require_npm,
     send,
     start_bridge,
@@ -257,7 +257,11 @@ def test_the_snapshot_is_listed_after_the_legacy_ids_with_its_date(tmp_path: Pat
 
 
 def test_a_registry_out_of_reach_leaves_the_snapshot(tmp_path: Path) -> None:
-    url = f"http://127.0.0.1:{free_port()}/registry.json"  # nothing listens there
+    with refused_port() as port:
+        registry_out_of_reach(tmp_path, f"http://127.0.0.1:{port}/registry.json")
+
+
+def registry_out_of_reach(tmp_path: Path, url: str) -> None:
     server = start_bridge(tmp_path, env={"ACP_BRIDGE_ACP_REGISTRY_URL": url})
     try:
         client = server.client()

@@ -4,14 +4,12 @@ session goes on, with memory bounded; agent start, end and stop are logged."""
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.support import PROBES, Bridge, create_session, events, send, start_bridge
+from tests.support import PROBES, Bridge, create_session, send, start_bridge, until_type, wait_for_events, wait_until
 
 MIB = 1024 * 1024
 
@@ -37,22 +35,12 @@ def huge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bridge]:
     server.stop()
 
 
-def wait_for(client: httpx.Client, sid: str, kind: str, timeout: float = 60.0) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = events(client, sid)
-        if any(e["type"] == kind for e in found):
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"no {kind} in {sid}: {events(client, sid)}")
-
-
 def test_over_long_line_is_cut_and_the_session_goes_on(huge: Bridge) -> None:
     client = huge.client(timeout=60)
     create_session(client, "huge-1", agent="huge")
     before = rss_kib(huge.proc.pid)
     send(client, "huge-1", "hi")
-    found = wait_for(client, "huge-1", "turn.ended")
+    found = wait_for_events(client, "huge-1", until_type("turn.ended"), timeout=60)
     grown_mib = (rss_kib(huge.proc.pid) - before) / 1024
     unparsed = [e for e in found if e["type"] == "agent.unparsed"]
     assert unparsed and "over the limit" in unparsed[0]["data"]["error"], found
@@ -62,20 +50,14 @@ def test_over_long_line_is_cut_and_the_session_goes_on(huge: Bridge) -> None:
     assert grown_mib < 40, grown_mib  # a 100 MiB line was never held whole
     # The session still takes messages.
     send(client, "huge-1", "again")
-    deadline = time.monotonic() + 60
-    while sum(e["type"] == "turn.ended" for e in events(client, "huge-1")) < 2:
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_for_events(client, "huge-1", until_type("turn.ended", 2), timeout=60)
 
 
 def test_agent_lifecycle_is_logged(huge: Bridge) -> None:
     client = huge.client()
     create_session(client, "log-1", agent="huge")
     assert client.post("/v1/sessions/log-1/terminate").status_code == 204
-    deadline = time.monotonic() + 10
-    while "ended" not in huge.log() or "stopping agent" not in huge.log():
-        assert time.monotonic() < deadline, huge.log()[-3000:]
-        time.sleep(0.05)
+    assert wait_until(lambda: "ended" in huge.log() and "stopping agent" in huge.log(), 10), huge.log()[-3000:]
     log = huge.log()
     assert "agent started: pid" in log and "probe_agent.py" in log
     assert "stopping agent pid" in log and "agent pid" in log

@@ -89,7 +89,7 @@ def test_two_thousand_idle_and_slowloris_connections_do_not_lock_out_a_client(tm
     try:
         soft_limit, hard_limit = open_file_limits(server.proc.pid)
         assert soft_limit == hard_limit  # raised at start
-        port = int(server.url.rsplit(":", 1)[1])
+        port = server.port
         started = time.monotonic()
         with attack(port, idle=1000, slow=1000):
             assert wait_until(lambda: "refused at the cap of 1500" in server.log(), 30), server.log()
@@ -144,7 +144,7 @@ def closed_by_server(sock: socket.socket, timeout: float) -> bool:
 
 def test_a_request_head_and_a_stalled_body_have_deadlines(tmp_path: Path) -> None:
     server = start_bridge(tmp_path, env={"ACP_BRIDGE_HEADER_TIMEOUT": "1", "ACP_BRIDGE_BODY_TIMEOUT": "1"})
-    port = int(server.url.rsplit(":", 1)[1])
+    port = server.port
     try:
         idle = socket.create_connection(("127.0.0.1", port))
         slow = socket.create_connection(("127.0.0.1", port))
@@ -184,7 +184,7 @@ def test_an_sse_reader_that_stops_reading_is_closed_at_the_send_timeout(tmp_path
     if not Path("/proc/net/tcp").exists():
         pytest.fail("/proc/net/tcp is needed to see the server's end of a connection")
     server = start_bridge(tmp_path, env={"ACP_BRIDGE_SSE_SEND_TIMEOUT": "1"})
-    port = int(server.url.rsplit(":", 1)[1])
+    port = server.port
     try:
         client = server.client()
         create_session(client, "stalled")

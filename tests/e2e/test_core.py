@@ -198,7 +198,7 @@ def test_include_raw_carries_the_acp_messages(client: httpx.Client) -> None:
     send(client, "core-raw", OK_PROMPT)
     wait_for_events(client, "core-raw", until_type("turn.ended"))
     for name in ("include_raw", "includeRaw"):
-        evs = events(client, "core-raw", **{name: "true"})
+        evs = events(client, "core-raw", 0, **{name: "true"})
         delta = next(e for e in evs if e["type"] == "item.delta")
         assert delta["raw"]["method"] == "session/update"
         # The mock gives this reply whole (as legacy did), so its delta comes from that upsert.

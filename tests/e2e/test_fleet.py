@@ -337,7 +337,9 @@ def test_a_bridge_stopped_cleanly_hands_its_sessions_over_at_once(fleet: Fleet) 
     follow(cb, "handed", until_type("turn.ended"))
     a.stop()  # SIGTERM: its leases end as it stops
     with psycopg.connect(fleet.database_url) as conn:
-        (valid,) = conn.execute("SELECT expires > now() FROM leases WHERE session_id = 'handed'").fetchone()
+        row = conn.execute("SELECT expires > now() FROM leases WHERE session_id = 'handed'").fetchone()
+    assert row is not None
+    (valid,) = row
     assert valid is False
     send(cb, "handed", "second message")
     history = follow(cb, "handed", until_type("turn.ended", 2))

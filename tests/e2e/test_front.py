@@ -19,7 +19,7 @@ import uvicorn
 
 from app import main, startup
 from app.settings import Settings
-from tests.support import ROOT, free_port, wait_until
+from tests.support import ROOT, wait_until
 
 ORIGIN = "http://localhost:5173"
 
@@ -49,7 +49,7 @@ def serve(
         server.should_exit = True
 
     front = main.create_front(services, on_failure)
-    sock = startup.listen("127.0.0.1", free_port())
+    sock = startup.listen("127.0.0.1", 0)
     config = uvicorn.Config(front, log_level="warning", access_log=False, ws="none", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -137,8 +137,7 @@ def test_the_server_exits_with_one_line_when_its_application_cannot_be_built(tmp
     shadow = tmp_path / "shadow"
     (shadow / "fastapi").mkdir(parents=True)
     (shadow / "fastapi" / "__init__.py").write_text("raise ImportError('fastapi is broken here')\n")
-    port = free_port()
-    argv = [sys.executable, "-m", "app", "server", "--port", str(port), "--data-dir", str(tmp_path / "data")]
+    argv = [sys.executable, "-m", "app", "server", "--port", "0", "--data-dir", str(tmp_path / "data")]
     env = {"PYTHONPATH": f"{shadow}:{ROOT}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     result = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1

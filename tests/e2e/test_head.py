@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,12 +18,12 @@ VALUES = {"agent": "mock", "session_id": "head-s"}
 
 
 @pytest.fixture(scope="module")
-def bridge(tmp_path_factory: pytest.TempPathFactory) -> Bridge:
+def bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bridge]:
     tmp = tmp_path_factory.mktemp("head")
     (tmp / "f.txt").write_text("hello")
     server = start_bridge(tmp, token="secret")
     create_session(server.client(), "head-s")
-    yield server  # type: ignore[misc]
+    yield server
     server.stop()
 
 

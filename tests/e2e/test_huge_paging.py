@@ -4,6 +4,8 @@ bridge process."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import httpx
 import pytest
 
@@ -14,7 +16,7 @@ I64_MAX = 2**63 - 1
 
 
 @pytest.fixture(scope="module")
-def bridge(tmp_path_factory: pytest.TempPathFactory) -> Bridge:
+def bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bridge]:
     server = start_bridge(tmp_path_factory.mktemp("paging"))
     client = server.client()
     create_session(client, "big")
@@ -24,7 +26,7 @@ def bridge(tmp_path_factory: pytest.TempPathFactory) -> Bridge:
     # An ended session keeps no events in memory: every page is read from the store.
     assert client.post("/v1/sessions/big/terminate").status_code == 204
     wait_for_events(client, "big", until_type("session.ended"))
-    yield server  # type: ignore[misc]
+    yield server
     server.stop()
 
 

@@ -40,6 +40,7 @@ OLD_VERSION = "0.23.1"
 # A version that needs a Node.js no system has.
 FUTURE_VERSION = "99.0.0"
 PROBE = ROOT / "tests" / "probes" / "probe_agent.py"
+PROBE_RPC = PROBE.with_name("probe_rpc.py")  # the probe's JSON-RPC module, beside it in a package
 
 
 def _manifest(package: str, version: str) -> dict[str, object]:
@@ -51,7 +52,11 @@ def _manifest(package: str, version: str) -> dict[str, object]:
 
 def _tarball(package: str, version: str) -> bytes:
     manifest = _manifest(package, version)
-    files = {"package/package.json": json.dumps(manifest).encode(), "package/agent.py": PROBE.read_bytes()}
+    files = {
+        "package/package.json": json.dumps(manifest).encode(),
+        "package/agent.py": PROBE.read_bytes(),
+        "package/probe_rpc.py": PROBE_RPC.read_bytes(),
+    }
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         for name, data in files.items():
@@ -256,6 +261,7 @@ def test_agents_say_which_copy_runs_and_which_it_hides(tmp_path: Path, registry:
     package.mkdir(parents=True)
     (package / "package.json").write_text(json.dumps(_manifest(PACKAGE, "9.9.9")))
     (package / "agent.py").write_bytes(PROBE.read_bytes())
+    (package / "probe_rpc.py").write_bytes(PROBE_RPC.read_bytes())
     (package / "agent.py").chmod(0o755)
     bin_dir = tmp_path / "global" / "bin"
     bin_dir.mkdir()

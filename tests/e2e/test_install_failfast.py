@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import Bridge, free_port, require_npm, start_bridge
+from tests.support import Bridge, refused_port, require_npm, start_bridge, wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -38,10 +38,10 @@ def npm_env(tmp_path: Path, registry: str) -> dict[str, str]:
 
 @pytest.fixture
 def refused(tmp_path: Path) -> Iterator[Bridge]:
-    port = free_port()  # nothing listens there: every connection is refused
-    bridge = start_bridge(tmp_path, "--log-level", "info", env=npm_env(tmp_path, f"http://127.0.0.1:{port}/"))
-    yield bridge
-    bridge.stop()
+    with refused_port() as port:  # every connection is refused
+        bridge = start_bridge(tmp_path, "--log-level", "info", env=npm_env(tmp_path, f"http://127.0.0.1:{port}/"))
+        yield bridge
+        bridge.stop()
 
 
 def test_create_with_an_unreachable_registry_answers_within_60s(refused: Bridge) -> None:
@@ -108,15 +108,15 @@ def test_sigterm_during_an_install_exits_within_5s(tmp_path: Path, silent_regist
 
         caller = threading.Thread(target=install, daemon=True)
         caller.start()
-        deadline = time.monotonic() + 30
         bin_dir = bridge.data_dir / "bin"
-        while not (bin_dir.exists() and any(p.name.startswith(".claude.staging") for p in bin_dir.iterdir())):
-            assert time.monotonic() < deadline, bridge.log()
-            time.sleep(0.05)
+
+        def staged() -> bool:
+            return bin_dir.exists() and any(p.name.startswith(".claude.staging") for p in bin_dir.iterdir())
+
+        assert wait_until(staged, 30, 0.05), bridge.log()
         staging = next(p for p in bin_dir.iterdir() if p.name.startswith(".claude.staging"))
-        while not _running(str(staging)):  # npm is running (and waiting for the registry)
-            assert time.monotonic() < deadline, bridge.log()
-            time.sleep(0.05)
+        # npm is running (and waiting for the registry)
+        assert wait_until(lambda: bool(_running(str(staging))), 30, 0.05), bridge.log()
         started = time.monotonic()
         bridge.proc.send_signal(signal.SIGTERM)
         bridge.proc.wait(30)

@@ -36,6 +36,7 @@ from tests.support import (
     until_type,
     wait_for_events,
     wait_until,
+    wait_until_async,
 )
 
 LIST_FILES = "List files in the current directory using available tools."
@@ -474,14 +475,8 @@ async def test_terminate_with_pending_requests_leaks_no_task_or_process(tmp_path
     assert session.pending == {}
     assert session.permissions.open == {} and session.questions.open == {}
 
-    async def settled() -> bool:
-        for _ in range(500):
-            if not (asyncio.all_tasks() - baseline - {asyncio.current_task()}):
-                return True
-            await asyncio.sleep(0.01)
-        return False
-
-    assert await settled(), asyncio.all_tasks() - baseline
+    settled = await wait_until_async(lambda: not (asyncio.all_tasks() - baseline - {asyncio.current_task()}), 5)
+    assert settled, asyncio.all_tasks() - baseline
     assert not pid_alive(pid)
     answers = [json.loads(line) for line in (tmp_path / "probe-out" / "leak.jsonl").read_text().splitlines()]
     assert [a["answer"] for a in answers if "answer" in a] == [

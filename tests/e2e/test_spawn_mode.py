@@ -11,45 +11,56 @@ import json
 import os
 import subprocess
 import sys
-import time
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support import PROBES, free_port, require_npm
+from tests.support import PROBES, ExitedError, free_port, require_npm, started_url, wait_until
 
 BIN = Path(sys.executable).with_name("acp-rest-bridge")
 SANDBOX_AGENT = Path(sys.executable).with_name("sandbox-agent")
 
 
 class Spawned:
-    def __init__(self, home: Path, tmp: Path, port: int) -> None:
-        self.port = port
-        self.url = f"http://127.0.0.1:{port}"
+    def __init__(self, home: Path, tmp: Path, port: int = 0) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ACP_BRIDGE_") and k != "XDG_CACHE_HOME"}
         env |= {"HOME": str(home), "TMPDIR": str(tmp)}
         argv = [str(BIN), "server", "--host", "127.0.0.1", "--port", str(port), "--token", "T"]
-        self.proc = subprocess.Popen(argv, env=env, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # stderr (the start-up line names the port bound) beside HOME and TMPDIR, not in them.
+        log_fd, log_name = tempfile.mkstemp(prefix="spawned-", suffix=".log", dir=home.parent)
+        self.log_path = Path(log_name)
+        with os.fdopen(log_fd, "wb") as log:
+            self.proc = subprocess.Popen(argv, env=env, cwd=home, stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            self.url = started_url(self.proc, self.log, 30)
+        except RuntimeError as exc:
+            raise AssertionError(self.log()) from exc
+        self.port = int(self.url.rsplit(":", 1)[1])
         self.client = httpx.Client(base_url=self.url, headers={"Authorization": "Bearer T"}, timeout=20)
-        deadline = time.monotonic() + 30
-        while True:
-            assert self.proc.poll() is None, self.proc.communicate()[1].decode()
+
+        def healthy() -> bool:
             try:
-                if self.client.get("/v1/health", timeout=1).status_code == 200:
-                    return
+                return self.client.get("/v1/health", timeout=1).status_code == 200
             except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "not healthy within 30 s"
-            time.sleep(0.05)
+                return False
+
+        try:
+            assert wait_until(healthy, 30, while_running=self.proc, interval=0.05), "not healthy within 30 s"
+        except ExitedError as exc:
+            raise AssertionError(self.log()) from exc
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
 
     def stop(self) -> str:
         self.client.close()
         if self.proc.poll() is None:
             self.proc.terminate()
-        _, err = self.proc.communicate(timeout=15)
-        return err.decode()
+        self.proc.wait(15)
+        return self.log()
 
 
 @pytest.fixture
@@ -66,7 +77,7 @@ def test_parallel_spawned_servers_and_a_restart(spawned: list[Spawned], tmp_path
     home, tmp = tmp_path / "home", tmp_path / "tmp"
     home.mkdir()
     tmp.mkdir()
-    first, second = Spawned(home, tmp, free_port()), Spawned(home, tmp, free_port())
+    first, second = Spawned(home, tmp), Spawned(home, tmp)
     spawned += [first, second]
     for server in (first, second):
         created = server.client.post("/v1/sessions/s1", json={"agent": "mock"})
@@ -93,7 +104,7 @@ def test_a_server_that_cannot_start_says_why_in_one_line(spawned: list[Spawned],
     home, tmp = tmp_path / "home", tmp_path / "tmp"
     home.mkdir()
     tmp.mkdir()
-    running = Spawned(home, tmp, free_port())
+    running = Spawned(home, tmp)
     spawned.append(running)
     env = {**os.environ, "HOME": str(home), "TMPDIR": str(tmp)}
     cases = [

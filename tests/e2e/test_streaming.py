@@ -98,7 +98,12 @@ def sequences(evs: list[dict[str, Any]]) -> list[int]:
 
 
 def follow(
-    client: httpx.Client, sid: str, stop_type: str, *, offset: int = 0, headers: dict[str, str] | None = None
+    client: httpx.Client,
+    sid: str,
+    stop_type: str,
+    *,
+    offset: int = 0,
+    headers: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
     with client.stream(
@@ -115,7 +120,7 @@ def follow(
 def replay(client: httpx.Client, sid: str, last: int) -> list[dict[str, Any]]:
     """The SSE replay (with raw) from the start up to sequence ``last``."""
     seen: list[dict[str, Any]] = []
-    params = {"offset": 0, "include_raw": "true"}
+    params: dict[str, int | str] = {"offset": 0, "include_raw": "true"}
     with client.stream("GET", f"/v1/sessions/{sid}/events/sse", params=params) as response:
         for event in iter_sse(response):
             seen.append(event)
@@ -472,13 +477,11 @@ def test_a_stalled_reader_delays_no_one_and_later_gets_everything(sclient: httpx
 
 
 def wait_for_turns(client: httpx.Client, sid: str, count: int, timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ended() -> bool:
         response = client.get(f"/v1/sessions/{sid}/events", params={"offset": 0})
-        if sum(1 for e in response.json()["events"] if e["type"] == "turn.ended") >= count:
-            return True
-        time.sleep(0.05)
-    return False
+        return sum(1 for e in response.json()["events"] if e["type"] == "turn.ended") >= count
+
+    return wait_until(ended, timeout, 0.05)
 
 
 def test_a_dead_reader_is_dropped_after_the_send_timeout(tmp_path: Path) -> None:

@@ -8,75 +8,51 @@ A prompt is a JSON list of ``[method, params]`` calls. They are sent one after a
 reply with no calls.
 """
 
-import itertools
+from __future__ import annotations
+
 import json
-import sys
-import threading
+from typing import Any
 
-out_lock = threading.Lock()
-pending = {}
-ids = itertools.count(1000)
-state = {"capabilities": None, "cwd": None}
+import probe_rpc as rpc
+from probe_rpc import Message
 
-
-def send(obj):
-    data = json.dumps(obj, separators=(",", ":")) + "\n"
-    with out_lock:
-        sys.stdout.write(data)
-        sys.stdout.flush()
+outgoing = rpc.Outgoing()
+state: dict[str, Any] = {"capabilities": None, "cwd": None}
 
 
-def call(method, params):
-    request_id = next(ids)
-    done = threading.Event()
-    pending[request_id] = [done, None]
-    send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-    if not done.wait(60):
+def call(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    answer = outgoing.wait(outgoing.send(method, params), 60)
+    if answer is None:
         return {"error": {"code": 0, "message": "probe: no answer in 60 s"}}
-    message = pending.pop(request_id)[1]
-    if "error" in message:
-        return {"error": message["error"]}
-    return {"result": message.get("result")}
+    if "error" in answer:
+        return {"error": answer["error"]}
+    return {"result": answer.get("result")}
 
 
-def prompt(msg):
-    params = msg["params"]
-    sid = params["sessionId"]
-    text = "".join(b.get("text", "") for b in params["prompt"] if b.get("type") == "text")
+def initialize(msg: Message) -> None:
+    state["capabilities"] = msg["params"].get("clientCapabilities")
+    rpc.result(msg, {"protocolVersion": 1, "agentCapabilities": {}, "agentInfo": {"name": "client-probe"}})
+
+
+def new_session(msg: Message) -> None:
+    state["cwd"] = msg["params"].get("cwd")
+    rpc.result(msg, {"sessionId": "client-probe-1"})
+
+
+def prompt(msg: Message) -> None:
+    sid = msg["params"]["sessionId"]
     try:
-        calls = json.loads(text)
+        calls = json.loads(rpc.prompt_text(msg))
     except ValueError:
         calls = []
     responses = [call(method, {"sessionId": sid, **call_params}) for method, call_params in calls]
-    reply = json.dumps({**state, "responses": responses})
-    update = {"sessionUpdate": "agent_message_chunk", "messageId": "probe", "content": {"type": "text", "text": reply}}
-    send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": update}})
-    send({"jsonrpc": "2.0", "id": msg["id"], "result": {"stopReason": "end_turn"}})
+    rpc.update(sid, rpc.text_chunk(json.dumps({**state, "responses": responses}), "probe"))
+    rpc.result(msg, {"stopReason": "end_turn"})
 
 
-def main():
-    for line in sys.stdin:
-        line = line.strip()
-        if not line:
-            continue
-        msg = json.loads(line)
-        method = msg.get("method")
-        if method is None:
-            entry = pending.get(msg.get("id"))
-            if entry is not None:
-                entry[1] = msg
-                entry[0].set()
-        elif method == "initialize":
-            state["capabilities"] = msg["params"].get("clientCapabilities")
-            result = {"protocolVersion": 1, "agentCapabilities": {}, "agentInfo": {"name": "client-probe"}}
-            send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
-        elif method == "session/new":
-            state["cwd"] = msg["params"].get("cwd")
-            send({"jsonrpc": "2.0", "id": msg["id"], "result": {"sessionId": "client-probe-1"}})
-        elif method == "session/prompt":
-            threading.Thread(target=prompt, args=(msg,), daemon=True).start()
-        elif "id" in msg:
-            send({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "Method not found"}})
+def main() -> None:
+    handlers = {"initialize": initialize, "session/new": new_session, "session/prompt": rpc.on_thread(prompt)}
+    rpc.serve(handlers, outgoing)
 
 
 if __name__ == "__main__":

@@ -15,24 +15,20 @@ JSON and ends the turn (``cancelled`` if a session/cancel arrived). What it rece
 and its pid to ``<legacy session id>.pid``, so tests can check the agent's side.
 """
 
+from __future__ import annotations
+
 import json
 import os
-import sys
-import threading
+from typing import Any
 
-out_lock = threading.Lock()
-state = {"caps": None, "next_id": 1000, "out": None, "cancelled": False}
-waiting = {}  # request id -> [threading.Event, response]
+import probe_rpc as rpc
+from probe_rpc import Message
 
-
-def send(obj):
-    data = json.dumps(obj, separators=(",", ":")) + "\n"
-    with out_lock:
-        sys.stdout.write(data)
-        sys.stdout.flush()
+outgoing = rpc.Outgoing(first_id=1001)
+state: dict[str, Any] = {"caps": None, "out": None, "cancelled": False}
 
 
-def log(entry):
+def log(entry: dict[str, Any]) -> None:
     path = state["out"]
     if path:
         with open(path, "a") as fh:
@@ -40,76 +36,63 @@ def log(entry):
             fh.flush()
 
 
-def main():
-    for line in sys.stdin:
-        line = line.strip()
-        if not line:
-            continue
-        msg = json.loads(line)
-        method = msg.get("method")
-        if method is None and "id" in msg:
-            slot = waiting.get(msg["id"])
-            if slot is not None:
-                slot[1] = msg
-                slot[0].set()
-        elif method == "initialize":
-            state["caps"] = msg["params"].get("clientCapabilities")
-            info = {"name": "hitl-probe", "version": "1"}
-            result = {"protocolVersion": 1, "agentCapabilities": {}, "agentInfo": info}
-            send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
-        elif method == "session/new":
-            legacy = (msg["params"].get("_meta") or {}).get("sandbox-agent/sessionId", "session")
-            out_dir = os.environ.get("PROBE_OUT_DIR")
-            if out_dir:
-                name = legacy.replace("/", "_")
-                state["out"] = os.path.join(out_dir, name + ".jsonl")
-                with open(os.path.join(out_dir, name + ".pid"), "w") as fh:
-                    fh.write(str(os.getpid()))
-            log({"initialize": state["caps"]})
-            send({"jsonrpc": "2.0", "id": msg["id"], "result": {"sessionId": "hitl-" + legacy}})
-        elif method == "session/cancel":
-            state["cancelled"] = True
-            log({"received": "session/cancel"})
-        elif method == "session/prompt":
-            threading.Thread(target=prompt, args=(msg,), daemon=True).start()
-        elif "id" in msg:
-            send({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "Method not found"}})
+def initialize(msg: Message) -> None:
+    state["caps"] = msg["params"].get("clientCapabilities")
+    info = {"name": "hitl-probe", "version": "1"}
+    rpc.result(msg, {"protocolVersion": 1, "agentCapabilities": {}, "agentInfo": info})
 
 
-def prompt(msg):
-    params = msg["params"]
-    sid = params["sessionId"]
+def new_session(msg: Message) -> None:
+    legacy = (msg["params"].get("_meta") or {}).get("sandbox-agent/sessionId", "session")
+    out_dir = os.environ.get("PROBE_OUT_DIR")
+    if out_dir:
+        name = legacy.replace("/", "_")
+        state["out"] = os.path.join(out_dir, name + ".jsonl")
+        with open(os.path.join(out_dir, name + ".pid"), "w") as fh:
+            fh.write(str(os.getpid()))
+    log({"initialize": state["caps"]})
+    rpc.result(msg, {"sessionId": "hitl-" + legacy})
+
+
+def cancel(msg: Message) -> None:
+    state["cancelled"] = True
+    log({"received": "session/cancel"})
+
+
+def prompt(msg: Message) -> None:
+    sid = msg["params"]["sessionId"]
     state["cancelled"] = False
-    text = "".join(b.get("text", "") for b in params["prompt"] if b.get("type") == "text")
-    script = json.loads(text)
+    script = json.loads(rpc.prompt_text(msg))
     for update in script.get("updates", []):
-        send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": update}})
-    ids = []
-    for request in script.get("requests", []):
-        state["next_id"] += 1
-        request_id = state["next_id"]
-        waiting[request_id] = [threading.Event(), None]
-        ids.append(request_id)
-        payload = {"sessionId": sid, **request.get("params", {})}
-        send({"jsonrpc": "2.0", "id": request_id, "method": request["method"], "params": payload})
+        rpc.update(sid, update)
+    ids = [
+        outgoing.send(request["method"], {"sessionId": sid, **request.get("params", {})})
+        for request in script.get("requests", [])
+    ]
     for update in script.get("updates_after", []):  # e.g. a tool call announced after its permission
-        send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": update}})
+        rpc.update(sid, update)
     for index in script.get("cancel", []):
-        send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": ids[index]}})
+        rpc.notify("$/cancel_request", {"requestId": ids[index]})
     if "exit" in script:
         os._exit(int(script["exit"]))
     answers = []
     for index, request_id in enumerate(ids):
-        slot = waiting[request_id]
-        slot[0].wait(60)
-        response = slot[1]
+        response = outgoing.wait(request_id, 60)
         answer = response.get("result", response.get("error")) if response else None
         log({"index": index, "method": script["requests"][index]["method"], "answer": answer})
         answers.append(answer)
-    chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": json.dumps(answers)}}
-    send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": chunk}})
-    stop = "cancelled" if state["cancelled"] else "end_turn"
-    send({"jsonrpc": "2.0", "id": msg["id"], "result": {"stopReason": stop}})
+    rpc.update(sid, rpc.text_chunk(json.dumps(answers)))
+    rpc.result(msg, {"stopReason": "cancelled" if state["cancelled"] else "end_turn"})
+
+
+def main() -> None:
+    handlers = {
+        "initialize": initialize,
+        "session/new": new_session,
+        "session/cancel": cancel,
+        "session/prompt": rpc.on_thread(prompt),
+    }
+    rpc.serve(handlers, outgoing)
 
 
 if __name__ == "__main__":

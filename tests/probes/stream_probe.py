@@ -8,71 +8,37 @@
 - (other)       one agent_message_chunk "probe: <text>", then end_turn
 """
 
-import json
+from __future__ import annotations
+
 import os
-import sys
+from typing import Any
+
+import probe_rpc as rpc
+from probe_rpc import Message
 
 MODE = os.environ.get("PROBE_MODE", "")
+SESSION = "stream-probe"
 
 
-def send(obj):
-    sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
+def prompt(msg: Message) -> None:
+    if MODE == "hang":
+        return
+    if MODE == "prompt_error":
+        rpc.error(msg, -32000, "probe refuses this prompt", {"probe": True})
+        return
+    if MODE == "split_emoji":
+        split_emoji(msg)
+        return
+    rpc.update(SESSION, rpc.text_chunk(f"probe: {rpc.prompt_text(msg)}", "probe-msg"))
+    rpc.result(msg, {"stopReason": "end_turn"})
 
 
-def main():
-    for line in sys.stdin:
-        line = line.strip()
-        if not line:
-            continue
-        msg = json.loads(line)
-        method = msg.get("method")
-        if method == "initialize":
-            send({"jsonrpc": "2.0", "id": msg["id"], "result": {"protocolVersion": 1, "agentCapabilities": {}}})
-        elif method == "session/new":
-            send({"jsonrpc": "2.0", "id": msg["id"], "result": {"sessionId": "stream-probe"}})
-        elif method == "session/prompt":
-            if MODE == "hang":
-                continue
-            if MODE == "prompt_error":
-                error = {"code": -32000, "message": "probe refuses this prompt", "data": {"probe": True}}
-                send({"jsonrpc": "2.0", "id": msg["id"], "error": error})
-                continue
-            if MODE == "split_emoji":
-                split_emoji(msg["id"])
-                continue
-            text = "".join(b.get("text", "") for b in msg["params"]["prompt"] if b.get("type") == "text")
-            update = {
-                "sessionUpdate": "agent_message_chunk",
-                "messageId": "probe-msg",
-                "content": {"type": "text", "text": f"probe: {text}"},
-            }
-            send(
-                {
-                    "jsonrpc": "2.0",
-                    "method": "session/update",
-                    "params": {"sessionId": "stream-probe", "update": update},
-                }
-            )
-            send({"jsonrpc": "2.0", "id": msg["id"], "result": {"stopReason": "end_turn"}})
-        elif "id" in msg and method is not None:
-            send({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "Method not found"}})
+def split_emoji(msg: Message) -> None:
+    def update(body: dict[str, Any]) -> None:
+        rpc.update(SESSION, body)
 
-
-def update(body):
-    send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "stream-probe", "update": body}})
-
-
-def split_emoji(request_id):
-    def text(message_id, value):
-        return {
-            "sessionUpdate": "agent_message_chunk",
-            "messageId": message_id,
-            "content": {"type": "text", "text": value},
-        }
-
-    update(text("whole", "smile \ud83d"))
-    update(text("whole", "\ude00 done"))
+    update(rpc.text_chunk("smile \ud83d", "whole"))
+    update(rpc.text_chunk("\ude00 done", "whole"))
     update({"sessionUpdate": "session_info_update", "title": "title \ud800"})
     update(
         {
@@ -85,9 +51,19 @@ def split_emoji(request_id):
             "content": [{"type": "content", "content": {"type": "text", "text": "output \ud800"}}],
         }
     )
-    update(text("lone", "cut \ud83d"))
-    update(text("other", "x \udc00 y"))
-    send({"jsonrpc": "2.0", "id": request_id, "result": {"stopReason": "end_turn"}})
+    update(rpc.text_chunk("cut \ud83d", "lone"))
+    update(rpc.text_chunk("x \udc00 y", "other"))
+    rpc.result(msg, {"stopReason": "end_turn"})
+
+
+def main() -> None:
+    rpc.serve(
+        {
+            "initialize": lambda msg: rpc.result(msg, {"protocolVersion": 1, "agentCapabilities": {}}),
+            "session/new": lambda msg: rpc.result(msg, {"sessionId": SESSION}),
+            "session/prompt": prompt,
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -227,7 +227,7 @@ def placeholder(name: str, schema: Any) -> Any:
             return schema["const"]
     kind = _type(schema)
     if kind in ("integer", "number"):
-        value = 60000 if "timeout" in name.lower() else 1
+        value: float = 60000 if "timeout" in name.lower() else 1
         if isinstance(schema, dict):
             low, high = schema.get("minimum"), schema.get("maximum")
             if isinstance(high, int | float) and value > high:
@@ -504,7 +504,7 @@ class Handler(BaseHTTPRequestHandler):
             )
             return
         self._start_sse()
-        start = {
+        start: dict[str, Any] = {
             "id": message_id,
             "type": "message",
             "role": "assistant",
@@ -697,7 +697,13 @@ class Handler(BaseHTTPRequestHandler):
             sequence += 1
             self._event({**payload, "sequence_number": sequence}, payload["type"])
 
-        response = {"id": response_id, "object": "response", "status": "in_progress", "model": model, "output": []}
+        response: dict[str, Any] = {
+            "id": response_id,
+            "object": "response",
+            "status": "in_progress",
+            "model": model,
+            "output": [],
+        }
         event({"type": "response.created", "response": response})
         output: list[dict[str, Any]] = []
         index = 0

@@ -134,7 +134,7 @@ def opencode_env(home: Path, llm: str, config: str = "user") -> dict[str, str]:
         "fake-model": {"name": "Fake Model", "tool_call": True, "limit": {"context": 100000, "output": 8000}},
         "fake-large": {"name": "Fake Large", "tool_call": True, "limit": {"context": 100000, "output": 8000}},
     }
-    config = {
+    settings: dict[str, Any] = {
         "model": "fake/fake-model",
         "small_model": "fake/fake-model",
         "autoupdate": False,
@@ -150,7 +150,7 @@ def opencode_env(home: Path, llm: str, config: str = "user") -> dict[str, str]:
         # Ask before build edits and commands; the plan agent keeps its own (read-only) rules.
         "agent": {"build": {"permission": {"edit": "ask", "bash": "ask"}}},
     }
-    (config_dir / "opencode.json").write_text(json.dumps(config))
+    (config_dir / "opencode.json").write_text(json.dumps(settings))
     return {
         **agents.home_env(home),
         "OPENAI_API_KEY": "sk-fake",
@@ -322,11 +322,11 @@ class Driver:
                     self.report["agent_info"] = next(a for a in agents if a["id"] == self.agent.id)
                     self.report["models_before"] = client.get(f"/v1/agents/{self.agent.id}/models").json()
                 for case in cases:
-                    first = len(llm.log.entries)
+                    logged = len(llm.log.entries)
                     started = time.monotonic()
                     result = self._case(client, case)
                     self._timed(f"case_{case.name}", started)
-                    result["llm_requests"] = llm.log.entries[first:]
+                    result["llm_requests"] = llm.log.entries[logged:]
                     self.report["cases"][case.name] = result
                     if case is self.cases[0]:
                         self.report["models_after"] = client.get(f"/v1/agents/{self.agent.id}/models").json()

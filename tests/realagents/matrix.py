@@ -63,7 +63,7 @@ def _asked(result: dict[str, Any]) -> bool:
 
 
 def _edited(result: dict[str, Any]) -> bool:
-    return result.get("files", {}).get(fake_llm.FILE_NAME) == fake_llm.EDITED_TEXT
+    return bool(result.get("files", {}).get(fake_llm.FILE_NAME) == fake_llm.EDITED_TEXT)
 
 
 def _check(cells: dict[str, Cell], column: str, test: Callable[[], Cell]) -> None:

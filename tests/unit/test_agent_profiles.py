@@ -305,7 +305,10 @@ def test_codex_2_auth_ids_and_login_file(monkeypatch: pytest.MonkeyPatch, tmp_pa
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     codex = spec("codex")
-    methods = [{"id": "api-key", "_meta": {"api-key": {"provider": "openai"}}}, {"id": "chat-gpt"}]
+    methods: list[dict[str, Any]] = [
+        {"id": "api-key", "_meta": {"api-key": {"provider": "openai"}}},
+        {"id": "chat-gpt"},
+    ]
     assert codex.usable_auth_method(methods) is None
     monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
     assert codex.usable_auth_method(methods) == "api-key"  # 2.x reads the key from its environment

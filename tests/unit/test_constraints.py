@@ -11,7 +11,7 @@ from tests.support import ROOT
 def listed() -> dict[str, str]:
     from packaging.utils import canonicalize_name
 
-    pins = {}
+    pins: dict[str, str] = {}
     for line in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines():
         if line and not line.startswith("#"):
             name, _, version = line.partition("==")

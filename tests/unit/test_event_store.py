@@ -6,7 +6,7 @@ import asyncio
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from app.events.model import ITEM_DELTA, EventDraft
 from app.events.postgres import PostgresEventStore
 from app.events.sqlite import SqliteEventStore, StoreError
 from app.events.store import EventStore, MemoryEventStore
+from tests.support import wait_until_async
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -91,9 +92,10 @@ def test_events_are_stored_once_with_their_sequence_and_survive_a_reopen(where: 
         assert restored.updated_ns == log.updated_ns
         after = [(e.sequence, e.type, e.json, e.raw_json) for e in restored.read_after(0, None)]
         assert after == before
-        assert json.loads(after[-1][3])["params"]["x"] == "é\n"
+        assert json.loads(str(after[-1][3]))["params"]["x"] == "é\n"
         # A later append continues the sequence.
-        assert restored.append(draft(51)).sequence == 52
+        later = restored.append(draft(51))
+        assert later is not None and later.sequence == 52
     finally:
         again.close()
 
@@ -258,13 +260,9 @@ async def test_settled_waits_until_what_was_appended_is_committed(store: SqliteE
 
 
 # ---- the writer never dies --------------------------------------------------------------------
-async def wait_for(predicate: Any, timeout: float = 10) -> None:
+async def wait_for(predicate: Callable[[], object], timeout: float = 10) -> None:
     """Until the writer's notices, delivered on this loop, make ``predicate`` true."""
-    for _ in range(int(timeout / 0.01)):
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("timed out")
+    assert await wait_until_async(predicate, timeout), "timed out"
 
 
 async def test_text_sqlite_cannot_encode_is_cleaned_and_later_events_are_stored(where: Path | str) -> None:
@@ -323,7 +321,7 @@ def disk_full(store: SqliteEventStore) -> list[bool]:
             raise sqlite3.OperationalError("database or disk is full")
         original(*args)
 
-    store._insert = refusing  # type: ignore[method-assign]
+    store._insert = refusing  # type: ignore[method-assign,assignment]
     return full
 
 
@@ -335,7 +333,7 @@ async def test_a_disk_that_refuses_writes_is_loud_and_recovers(store: SqliteEven
     sub = running.subscribe(0)
     fill(running, 50)
     await wait_for(lambda: store.unavailable is not None)
-    assert "disk is full" in store.unavailable
+    assert "disk is full" in (store.unavailable or "")
     got: list[StoredEvent] = []
     async with asyncio.timeout(5):
         while len(got) < 51:
@@ -448,20 +446,21 @@ async def test_a_cancelled_reader_leaves_nothing_behind(store: SqliteEventStore)
 def test_raw_payload_text_is_kept_as_given() -> None:
     class Wire(dict[str, Any]):
         __slots__ = ("json_text",)
+        json_text: str
 
     message = Wire({"jsonrpc": "2.0", "method": "x"})
     message.json_text = '{"jsonrpc":"2.0","method":"x"}'
     log = SessionEventLog("s1", MemoryEventStore())
     event = log.append(draft(0, raw=message))
-    assert event.raw_json == message.json_text
+    assert event is not None and event.raw_json == message.json_text
     plain = log.append(draft(1, raw={"a": [1, "é"]}))
-    assert plain.raw_json == '{"a":[1,"é"]}'
+    assert plain is not None and plain.raw_json == '{"a":[1,"é"]}'
     assert json.loads(plain.render(True))["raw"] == {"a": [1, "é"]}
     assert json.loads(plain.render(False))["raw"] is None
     listed = log.append(draft(2, raw=[message, message]))
-    assert listed.raw_json == "[" + message.json_text + "," + message.json_text + "]"
+    assert listed is not None and listed.raw_json == "[" + message.json_text + "," + message.json_text + "]"
     mixed = log.append(draft(3, raw=[message, {"b": None}]))
-    assert json.loads(mixed.raw_json) == [{"jsonrpc": "2.0", "method": "x"}, {"b": None}]
+    assert mixed is not None and json.loads(str(mixed.raw_json)) == [{"jsonrpc": "2.0", "method": "x"}, {"b": None}]
 
 
 @pytest.mark.parametrize(

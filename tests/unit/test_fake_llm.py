@@ -87,7 +87,7 @@ def anthropic_stream(response: httpx.Response) -> list[dict[str, Any]]:
 
 def test_anthropic_streaming_round_trip(llm: FakeLLMServer) -> None:
     prompt = {"role": "user", "content": [{"type": "text", "text": "[scenario:think,write dir=/w] go"}]}
-    body = {
+    body: dict[str, Any] = {
         "model": "m",
         "stream": True,
         "messages": [prompt],

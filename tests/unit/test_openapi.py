@@ -30,7 +30,8 @@ def served(tmp_path: Path) -> dict[str, Any]:
 def legacy() -> dict[str, Any]:
     if not LEGACY.exists():
         pytest.skip(SHARED_MISSING)
-    return json.loads(LEGACY.read_text())
+    contract: dict[str, Any] = json.loads(LEGACY.read_text())
+    return contract
 
 
 def _schema(node: Any) -> Any:

@@ -38,10 +38,13 @@ def test_a_database_of_a_newer_bridge_is_refused(database_url: str) -> None:
 
 
 def test_an_unreachable_database_is_a_one_line_error() -> None:
-    from tests.support import free_port
+    from tests.support import refused_port
 
-    with pytest.raises(StoreError, match=r"cannot use the database postgresql://u:\*\*\*@127\.0\.0\.1"):
-        PostgresEventStore(f"postgresql://u:secret@127.0.0.1:{free_port()}/x").open()
+    with (
+        refused_port() as port,
+        pytest.raises(StoreError, match=r"cannot use the database postgresql://u:\*\*\*@127\.0\.0\.1"),
+    ):
+        PostgresEventStore(f"postgresql://u:secret@127.0.0.1:{port}/x").open()
 
 
 async def test_a_commit_notifies_the_sessions_last_sequence(database_url: str) -> None:

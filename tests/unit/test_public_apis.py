@@ -72,7 +72,7 @@ def test_app_uses_only_public_names_of_its_web_and_acp_libraries() -> None:
             for module in modules:
                 parts = module.split(".")
                 if parts[0] in PACKAGES and any(private(part) for part in parts):
-                    found.append(f"{where}:{node.lineno}: import of {module}")
+                    found.append(f"{where}:{getattr(node, 'lineno', 0)}: import of {module}")
             if isinstance(node, ast.Attribute) and private(node.attr) and node.attr in theirs:
                 found.append(f"{where}:{node.lineno}: .{node.attr}")
             if (

@@ -3,7 +3,6 @@ process-group kill, and the in-memory output lookup used for tool results."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from app.sessions.terminals import (
     incomplete_tail,
     utf8_cut,
 )
-from tests.support import pid_alive
+from tests.support import pid_alive, wait_until_async
 
 
 def test_utf8_cut_skips_continuation_bytes() -> None:
@@ -75,10 +74,7 @@ async def test_running_terminal_has_no_exit_status_until_it_exits() -> None:
     terminal = await start("echo started; read line")  # stdin is /dev/null: read ends at once
     assert await terminal.wait(10)
     terminal = await start("echo started; exec sleep 30")
-    for _ in range(500):
-        if terminal.output():
-            break
-        await asyncio.sleep(0.01)
+    await wait_until_async(terminal.output, 5)
     snap = terminal.snapshot()
     assert snap == {"output": "started\n", "truncated": False}
     terminal.kill()
@@ -89,17 +85,11 @@ async def test_running_terminal_has_no_exit_status_until_it_exits() -> None:
 async def test_kill_reaches_the_whole_process_group(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
     terminal = await start(f"sleep 60 & echo $! > {pid_file}; echo ready; wait")
-    for _ in range(500):
-        if terminal.output():
-            break
-        await asyncio.sleep(0.01)
+    await wait_until_async(terminal.output, 5)
     child = int(pid_file.read_text())
     assert pid_alive(child) and pid_alive(terminal.pid)
     await terminal.close()
-    for _ in range(500):
-        if not pid_alive(child):
-            break
-        await asyncio.sleep(0.01)
+    await wait_until_async(lambda: not pid_alive(child), 5)
     assert not pid_alive(child)
     assert not pid_alive(terminal.pid)
 

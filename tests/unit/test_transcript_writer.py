@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from app.acp.transcript import AGENT_TO_CLIENT, CLIENT_TO_AGENT, TranscriptWriter, safe_file_stem
 
@@ -23,7 +24,7 @@ def test_file_stems_are_safe_distinct_and_bounded() -> None:
 def test_messages_are_written_as_they_were_when_they_crossed(tmp_path: Path) -> None:
     writer = TranscriptWriter.open(tmp_path / "deep" / "dir", "s1")
     assert writer is not None
-    message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"n": 1}}
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"n": 1}}
     writer.write(CLIENT_TO_AGENT, message)
     message["params"]["n"] = 2  # a later change by a handler does not rewrite history
     writer.write(AGENT_TO_CLIENT, {"jsonrpc": "2.0", "id": 1, "result": {"text": "ü"}})

@@ -34,7 +34,7 @@ def test_identical_texts_give_an_empty_diff() -> None:
 
 def test_no_or_empty_old_text_is_a_write_otherwise_a_patch() -> None:
     for old in (None, "", "absent"):
-        item = {"type": "diff", "path": "/w/a.txt", "newText": "a\n"}
+        item: dict[str, str | None] = {"type": "diff", "path": "/w/a.txt", "newText": "a\n"}
         if old != "absent":
             item["oldText"] = old
         ref = v1_file_ref(item)

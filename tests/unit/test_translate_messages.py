@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from app.events.envelope import dumps
 from app.events.model import raw_json_text
@@ -161,7 +162,7 @@ def test_user_chunks_make_user_items_without_synthetic_deltas() -> None:
 
 def test_invalid_chunks_are_unparsed_and_the_stream_goes_on() -> None:
     t = SessionTranslator()
-    bad = [
+    bad: list[dict[str, Any]] = [
         {"sessionUpdate": "agent_message_chunk"},
         {"sessionUpdate": "agent_message_chunk", "content": "text"},
         {"sessionUpdate": "agent_message_chunk", "content": {"type": "text"}},
@@ -241,6 +242,7 @@ class _Wire(dict):  # type: ignore[type-arg]
     """A message as the connection hands it over: parsed, with the text it arrived as."""
 
     __slots__ = ("json_text",)
+    json_text: str
 
 
 def _wire(message: dict) -> _Wire:  # type: ignore[type-arg]

@@ -218,7 +218,8 @@ def test_terminal_output_comes_from_the_session_lookup() -> None:
     )
     assert items(out)[-1]["content"][0]["output"] == "fake-shell-ok\n"
     # Unknown terminal (or no lookup): rawOutput, then content text.
-    t = SessionTranslator(terminal_output={}.get)
+    unknown: dict[str, str] = {}
+    t = SessionTranslator(terminal_output=unknown.get)
     out = feed(t, update(status="completed", content=[{"type": "terminal", "terminalId": "x"}], rawOutput="raw"))
     assert items(out)[-1]["content"][0]["output"] == "raw"
     t = SessionTranslator()

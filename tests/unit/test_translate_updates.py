@@ -82,7 +82,7 @@ def test_a_status_item_completes_the_open_message_first() -> None:
 
 def test_session_state_updates_make_no_events_and_are_kept() -> None:
     t = SessionTranslator()
-    updates = [
+    updates: list[dict[str, Any]] = [
         {"sessionUpdate": "session_info_update", "title": "Fix bug", "updatedAt": "2026-01-30T10:15:42Z"},
         {"sessionUpdate": "current_mode_update", "currentModeId": "plan"},
         {
@@ -199,7 +199,8 @@ def test_raw_hash_is_sha256_of_the_payload() -> None:
     assert raw_hash(None) is None
     assert raw_hash("not json") == raw_hash(b"not json")
     assert raw_hash({"a": 1}) != raw_hash({"a": 2})
-    assert raw_hash({"a": 1}).startswith("sha256:") and len(raw_hash({"a": 1})) == 7 + 64  # type: ignore[arg-type]
+    digest = raw_hash({"a": 1})
+    assert digest is not None and digest.startswith("sha256:") and len(digest) == 7 + 64
 
 
 # ---- sandbox-agent extensions ---------------------------------------------------------------
