@@ -17,31 +17,22 @@ Unstable ``compaction_summary_chunk`` streams the summary text into a ``system``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from app.events.model import EventDraft
 
 from .content import meta_str
+from .handler import ItemTranslator
 from .items import make_item
-
-if TYPE_CHECKING:
-    from .items import ItemIds, ItemLifecycle
-    from .messages import MessageAssembler
 
 
 class _Plans(Protocol):
     plans: dict[str, Any]
 
 
-class Translator(Protocol):
+class Translator(ItemTranslator, Protocol):
     """What these handlers use of the session's ``SessionTranslator`` (which imports this module)."""
 
-    @property
-    def ids(self) -> ItemIds: ...
-    @property
-    def lifecycle(self) -> ItemLifecycle: ...
-    @property
-    def messages(self) -> MessageAssembler: ...
     @property
     def state(self) -> _Plans: ...
 

@@ -45,17 +45,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from app.events.model import EventDraft, item_raw, kept_raw
 
 from . import diffs
 from .content import block_to_part, meta_str
+from .handler import ItemTranslator
 from .items import make_item
-
-if TYPE_CHECKING:
-    from .items import ItemIds, ItemLifecycle
-    from .messages import MessageAssembler
 
 TOOL_STATUSES = frozenset({"pending", "in_progress", "completed", "failed", "cancelled"})
 ENDED = frozenset({"completed", "failed", "cancelled"})
@@ -169,15 +166,9 @@ def _diff_size(item: dict[str, Any]) -> int:
     return (len(old) if isinstance(old, str) else 0) + (len(new) if isinstance(new, str) else 0)
 
 
-class Translator(Protocol):
+class Translator(ItemTranslator, Protocol):
     """What tool calls use of the session's ``SessionTranslator`` (which imports this module)."""
 
-    @property
-    def ids(self) -> ItemIds: ...
-    @property
-    def lifecycle(self) -> ItemLifecycle: ...
-    @property
-    def messages(self) -> MessageAssembler: ...
     @property
     def tool_style(self) -> ToolStyle: ...
     @property
