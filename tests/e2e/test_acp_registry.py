@@ -13,11 +13,10 @@ import json
 import shutil
 import sys
 import tarfile
-import threading
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -33,6 +32,7 @@ from tests.support import (
     refused_port,
     require_npm,
     send,
+    serving,
     start_bridge,
     until_type,
     wait_for_events,
@@ -186,13 +186,8 @@ def served() -> Iterator[Served]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield state
-    server.shutdown()
-    server.server_close()
+    with serving(Handler) as state.url:
+        yield state
 
 
 def _agents(client: httpx.Client) -> tuple[dict[str, dict[str, Any]], list[str], dict[str, Any]]:

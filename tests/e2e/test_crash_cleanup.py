@@ -12,9 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
-from tests.e2e.test_install_failfast import _running, npm_env, silent_registry  # noqa: F401 (a fixture)
+from tests.e2e.test_install_failfast import (  # noqa: F401 (silent_registry: a fixture)
+    _running,
+    install_in_background,
+    npm_env,
+    silent_registry,
+)
 from tests.support import Bridge, require_npm, start_bridge, wait_until
 from tests.unit.test_fs import make_tar
 
@@ -85,18 +89,7 @@ def test_an_install_cut_by_kill_9_is_ended_and_removed_at_the_next_start(tmp_pat
     env = npm_env(tmp_path, silent_registry)
     bridge = start_bridge(tmp_path, data_dir=data, env=env)
     try:
-        client = bridge.client(timeout=120)
-        if next(a for a in client.get("/v1/agents").json()["agents"] if a["id"] == "claude")["installed"]:
-            pytest.skip("a claude ACP adapter is on PATH here")
-
-        def install() -> None:
-            try:
-                httpx.post(bridge.url + "/v1/agents/claude/install", json={}, timeout=120)
-            except httpx.HTTPError:
-                pass  # the server went away: expected
-
-        caller = threading.Thread(target=install, daemon=True)
-        caller.start()
+        caller = install_in_background(bridge)
         bin_dir = data / "bin"
 
         def staging() -> Path | None:

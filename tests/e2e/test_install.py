@@ -14,17 +14,26 @@ import json
 import shutil
 import sys
 import tarfile
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import unquote
 
 import httpx
 import pytest
 
-from tests.support import ROOT, Bridge, create_session, require_npm, send, start_bridge, until_type, wait_for_events
+from tests.support import (
+    ROOT,
+    Bridge,
+    create_session,
+    require_npm,
+    send,
+    serving,
+    start_bridge,
+    until_type,
+    wait_for_events,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -121,13 +130,8 @@ def registry() -> Iterator[Registry]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield state
-    server.shutdown()
-    server.server_close()
+    with serving(Handler) as state.url:
+        yield state
 
 
 @pytest.fixture

@@ -93,21 +93,28 @@ def silent_registry() -> Iterator[str]:
     server.close()
 
 
+def install_in_background(bridge: Bridge) -> threading.Thread:
+    """``POST /v1/agents/claude/install`` from a thread (it never ends by itself against the silent
+    registry); the test is skipped where a claude adapter is on PATH (nothing would be installed)."""
+    client = bridge.client(timeout=120)
+    if next(a for a in client.get("/v1/agents").json()["agents"] if a["id"] == "claude")["installed"]:
+        pytest.skip("a claude ACP adapter is on PATH here (take it off PATH to run this test)")
+
+    def install() -> None:
+        try:
+            httpx.post(bridge.url + "/v1/agents/claude/install", json={}, timeout=120)
+        except httpx.HTTPError:
+            pass  # the server went away: expected
+
+    caller = threading.Thread(target=install, daemon=True)
+    caller.start()
+    return caller
+
+
 def test_sigterm_during_an_install_exits_within_5s(tmp_path: Path, silent_registry: str) -> None:
     bridge = start_bridge(tmp_path, "--log-level", "info", env=npm_env(tmp_path, silent_registry))
     try:
-        client = bridge.client(timeout=120)
-        if next(a for a in client.get("/v1/agents").json()["agents"] if a["id"] == "claude")["installed"]:
-            pytest.skip("a claude ACP adapter is on PATH here (take it off PATH to run this test)")
-
-        def install() -> None:
-            try:
-                httpx.post(bridge.url + "/v1/agents/claude/install", json={}, timeout=120)
-            except httpx.HTTPError:
-                pass  # the server went away: expected
-
-        caller = threading.Thread(target=install, daemon=True)
-        caller.start()
+        caller = install_in_background(bridge)
         bin_dir = bridge.data_dir / "bin"
 
         def staged() -> bool:
