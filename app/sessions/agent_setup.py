@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.acp.sdk import RequestError
-from app.agents.profiles import ModeTarget
+from app.agents.profiles import AgentProfile, ModeTarget
 from app.agents.registry import AgentSpec, find_option, models_of, option_values
 from app.errors import BridgeError, InvalidRequest, ModeNotSupported
 from app.translate.session_translator import SessionState, apply_config_options
@@ -323,7 +323,11 @@ def for_agent(setup: AgentSetup | None, message: str) -> str:
 
 def tool_style(spec: AgentSpec) -> ToolStyle:
     """How the translator names this agent's tools and reads their output (from its profile)."""
-    profile = spec.profile
+    return profile_tool_style(spec.profile)
+
+
+def profile_tool_style(profile: AgentProfile) -> ToolStyle:
+    """The ``ToolStyle`` of a profile (also how the golden tests read a legacy agent's recording)."""
     return ToolStyle(
         dict(profile.tool_names),
         profile.title_names,

@@ -16,6 +16,7 @@ from typing import Any
 
 from app.agents.profiles import PROFILES
 from app.events.model import ERROR, EventDraft
+from app.sessions.agent_setup import profile_tool_style
 from app.translate.extensions import ERROR_NOTIFICATION, rpc_error_data
 from app.translate.session_translator import SessionTranslator
 from app.translate.tools import DEFAULT_STYLE, ToolStyle
@@ -57,15 +58,7 @@ def style_for(transcript: Path) -> ToolStyle:
     name = transcript.name.removesuffix(".jsonl")
     if not name.startswith("legacy-"):
         return DEFAULT_STYLE
-    profile = PROFILES[name.removeprefix("legacy-")]
-    return ToolStyle(
-        dict(profile.tool_names),
-        profile.title_names,
-        profile.output_fields,
-        profile.patch_fields,
-        dict(profile.tool_aliases),
-        profile.kind_named_tools,
-    )
+    return profile_tool_style(PROFILES[name.removeprefix("legacy-")])
 
 
 @dataclass
