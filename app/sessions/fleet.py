@@ -558,6 +558,7 @@ class Fleet:
                 self.manager.add(taken)
                 return None
             taken.recovery.bridge = self.url
+            taken.recovery.previous = session.runner if session is not None else None
             taken.runner = self.url
             self.manager.add(taken)
             log.warning(
