@@ -313,7 +313,9 @@ class WebhookDispatcher:
         if not queue or queue[-1].sequence < delivery.sequence:
             queue.append(delivery)
         else:  # caught up from the store behind live ones: keep sequence order
-            bisect.insort(queue, delivery, key=lambda d: d.sequence)
+            at = bisect.bisect(queue, delivery.sequence, key=lambda d: d.sequence)
+            # ... behind the head when a worker is posting it (its outcome removes it).
+            queue.insert(max(at, 1) if key in self._workers else at, delivery)
         self._queued.add(delivery.key)
         self._depth[delivery.endpoint] = self._depth.get(delivery.endpoint, 0) + 1
         if self._ready:
@@ -380,7 +382,7 @@ class WebhookDispatcher:
                 self._queues.pop(key, None)
 
     def _done(self, queue: list[Delivery], delivery: Delivery, outcome: str) -> None:
-        queue.pop(0)
+        del queue[next(i for i, d in enumerate(queue) if d is delivery)]
         self._queued.discard(delivery.key)
         self._depth[delivery.endpoint] -= 1
         self.metrics.webhook_delivery(outcome)

@@ -48,6 +48,7 @@ class Receiver:
     """An HTTP server that verifies each webhook and answers ``answer(webhook_id, attempt)``."""
 
     answer: Callable[[str, int], int] = lambda _id, _attempt: 200
+    host: str = "127.0.0.1"
     received: list[Received] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)  # bodies whose signature did not verify
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -82,8 +83,8 @@ class Receiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.server = ThreadingHTTPServer((self.host, 0), Handler)
+        self.url = f"http://{self.host}:{self.server.server_address[1]}/hook"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:
