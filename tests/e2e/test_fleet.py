@@ -424,3 +424,24 @@ def test_requests_are_forwarded_only_to_an_advertised_address(fleet: Fleet) -> N
     assert sent.status_code == 502, sent.text
     assert "an address no bridge of the fleet advertised" in sent.text
     assert "which no bridge advertised; not forwarded" in b.log()
+
+
+def test_a_missing_data_dir_is_made_with_a_database_and_webhooks(tmp_path: Path, database_url: str) -> None:
+    data = tmp_path / "not" / "yet"
+    port = free_port()
+    env = {"ACP_BRIDGE_WEBHOOK_URL": "http://127.0.0.1:9/hook", "ACP_BRIDGE_WEBHOOK_SECRET": "whsec_" + "A" * 44}
+    bridge = start_bridge(
+        tmp_path,
+        "--database-url",
+        database_url,
+        "--advertise-url",
+        f"http://127.0.0.1:{port}",
+        port=port,
+        data_dir=data,
+        env=env,
+    )
+    try:
+        assert data.is_dir() and data.stat().st_mode & 0o777 == 0o700
+        create_session(bridge.client(), "made")
+    finally:
+        bridge.stop()
