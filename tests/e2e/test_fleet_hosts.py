@@ -197,7 +197,9 @@ def test_a_dead_bridges_webhooks_are_delivered_by_another(site: Site) -> None:
 
         def pending() -> int:
             with psycopg.connect(database) as conn:
-                return int(conn.execute("SELECT count(*) FROM webhook_deliveries WHERE failed IS NULL").fetchone()[0])
+                row = conn.execute("SELECT count(*) FROM webhook_deliveries WHERE failed IS NULL").fetchone()
+            assert row is not None
+            return int(row[0])
 
         assert wait_until(lambda: pending() == len(ended) + len(live_before), 20), pending()
         assert wait_until(lambda: len(receiver.received) >= 2, 20)  # each session's first try failed
