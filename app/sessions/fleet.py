@@ -160,6 +160,7 @@ class Fleet:
         self.client: Any = None  # httpx.AsyncClient for forwarded requests (app/api/forward.py)
         self.instance = secrets.token_hex(8)  # this process, among the bridges that used this address
         self.joined = False
+        self._displaced = False  # another process registered this bridge's address meanwhile
         problem = check_address(self.url)
         if problem is not None:
             raise FleetConflict(f"--advertise-url {self.url}: {problem}")
@@ -363,7 +364,10 @@ class Fleet:
 
     def _reregister(self) -> None:
         """This bridge's row expired and another process took the address (this one stalled for a
-        lease's length): said loudly; the next start of either refuses the other."""
+        lease's length): said loudly, once; the next start of either refuses the other."""
+        if self._displaced:
+            return
+        self._displaced = True
         log.error(
             "the address %s is registered by another bridge now (this one could not renew it in time); "
             "requests for this bridge's sessions may go there",
