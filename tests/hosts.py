@@ -10,8 +10,8 @@ another disk on each host, as on separate machines::
 
     ip netns exec <host> python -m tests.hosts --bind SRC DST -- COMMAND...
 
-Needs root and iproute2 (``ip``); ``available()`` says why not. ``ACP_BRIDGE_TEST_HOSTS=0`` opts
-out (the tests then skip).
+Needs root and iproute2 (``ip``, installed with apt-get when missing); ``unavailable()`` says why
+not. ``ACP_BRIDGE_TEST_HOSTS=0`` opts out (the tests then skip).
 """
 
 from __future__ import annotations
@@ -33,9 +33,13 @@ def _ip(*args: str) -> None:
 
 
 def unavailable() -> str | None:
-    """Why hosts cannot be made here, or None."""
+    """Why hosts cannot be made here, or None. A missing iproute2 is installed (root, apt-get)."""
     if os.geteuid() != 0:
         return "network namespaces need root"
+    if shutil.which("ip") is None and shutil.which("apt-get") is not None:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for argv in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "iproute2"]):
+            subprocess.run(argv, env=env, capture_output=True, timeout=900)
     if shutil.which("ip") is None:
         return "iproute2 (ip) is not installed"
     return None
