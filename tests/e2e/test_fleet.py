@@ -445,3 +445,39 @@ def test_a_missing_data_dir_is_made_with_a_database_and_webhooks(tmp_path: Path,
         create_session(bridge.client(), "made")
     finally:
         bridge.stop()
+
+
+def test_an_address_registered_on_another_machine_is_watched_until_it_expires(fleet: Fleet) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    register = (
+        "INSERT INTO bridges (url, instance, host, pid, token, expires) VALUES (%s, 'other', 'elsewhere boot ns', 7,"
+        " %s, now() + interval '2 seconds') ON CONFLICT (url) DO UPDATE SET expires = EXCLUDED.expires"
+    )
+    from app.sessions.fleet import token_digest
+
+    with psycopg.connect(fleet.database_url, autocommit=True) as conn:
+        fleet.start("first", free_port())  # (the schema)
+        conn.execute(register, (url, token_digest(TOKEN)))
+        # Renewed meanwhile: a live bridge there has the address.
+        stop = threading.Event()
+
+        def renew() -> None:
+            with psycopg.connect(fleet.database_url, autocommit=True) as renewing:
+                while not stop.wait(0.5):
+                    renewing.execute(register, (url, token_digest(TOKEN)))
+
+        renewer = threading.Thread(target=renew, daemon=True)
+        renewer.start()
+        try:
+            with pytest.raises(RuntimeError, match=rf"a live bridge on elsewhere \(pid 7\) already advertises {url}"):
+                fleet.start("second", port)
+        finally:
+            stop.set()
+            renewer.join(10)
+        # Not renewed: it was this address's bridge before a crash; the new one starts once it expired.
+        conn.execute(register, (url, token_digest(TOKEN)))
+        bridge = fleet.start("second", port)
+        assert "waiting to see whether it is alive" in bridge.log()
+        row = conn.execute("SELECT instance, host FROM bridges WHERE url = %s", (url,)).fetchone()
+        assert row is not None and row[0] != "other" and row[1] != "elsewhere boot ns"
