@@ -18,6 +18,7 @@ PROJECT=acp-fleet-$$
 BRIDGE=acp-fleet-bridge-$$
 BASE=$(sed -n 's/^ARG BASE=//p' Dockerfile)
 PYTHON=${PYTHON:-.venv/bin/python}
+SMOKE_IMAGE=${ACP_FLEET_FROM:-acp-rest-bridge:smoke} # the image smoke.sh built
 
 notice() {
   echo "NOTICE: the fleet's compose file not run: $1"
@@ -72,11 +73,11 @@ BUILD_START=$(date +%s)
 # The bridge: smoke.sh's image plus the postgres extra, when that image holds this tree's app/.
 SITE=/opt/acp-rest-bridge/lib/python3.11/site-packages/app
 ours=$(cd app && find . -name '*.py' | LC_ALL=C sort | xargs cat | sha256sum)
-theirs=$(docker run --rm --entrypoint sh acp-rest-bridge:smoke -c \
+theirs=$(docker run --rm --entrypoint sh "$SMOKE_IMAGE" -c \
   "cd $SITE && find . -name '*.py' | LC_ALL=C sort | xargs cat | sha256sum" 2>/dev/null || true)
 if [ "$ours" = "$theirs" ]; then
-  printf 'FROM acp-rest-bridge:smoke\nCOPY constraints.txt /tmp/\nRUN /opt/acp-rest-bridge/bin/pip install -q -c /tmp/constraints.txt "psycopg[binary]" psycopg-pool && rm /tmp/constraints.txt\n' \
-    >"$WORK/bridge.Dockerfile"
+  printf 'FROM %s\nCOPY constraints.txt /tmp/\nRUN /opt/acp-rest-bridge/bin/pip install -q -c /tmp/constraints.txt "psycopg[binary]" psycopg-pool && rm /tmp/constraints.txt\n' \
+    "$SMOKE_IMAGE" >"$WORK/bridge.Dockerfile"
   cp constraints.txt "$WORK/"
   build -t "$BRIDGE" -f "$WORK/bridge.Dockerfile" "$WORK"
   from="smoke.sh's image"
