@@ -1,4 +1,5 @@
-"""The private data dir of a server started without one: made at start, removed at exit.
+"""The data dir, made at start when missing. The private one of a server started without one is
+also removed at exit.
 
 Its name carries the server's pid (``acp-rest-bridge-<pid>-<random>`` in the temp dir), so one left
 by a server that was killed (SIGKILL, a crash) is recognised and removed by the next server that
@@ -22,10 +23,17 @@ _PRIVATE = re.compile(r"acp-rest-bridge-(\d+)-[0-9a-f]+")
 
 
 def prepare(settings: Settings) -> None:
-    """Create the server's private data dir (owner-only); nothing to do for a configured one."""
-    if not settings.private_data_dir:
-        return
+    """Create the server's data dir (owner-only) when it does not exist: a configured one (and its
+    parents), or the private one of this run."""
     path = settings.resolved_data_dir()
+    if not settings.private_data_dir:
+        # Every store keeps something there (agent processes, temporary-file records, the SQLite
+        # events or webhook outbox), a fleet's bridge too, whose events are in its database.
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot create the data dir {path}: {exc.strerror}") from exc
+        return
     if path.exists():
         return
     remove_stale(path.parent)

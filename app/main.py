@@ -46,13 +46,34 @@ SHUTDOWN_GRACE = 2  # seconds (uvicorn takes whole seconds)
 
 
 def open_webhooks(settings: Settings, store: EventStore, metrics: Metrics) -> WebhookDispatcher | None:
-    """The webhook dispatcher and its outbox (beside the events), or None without a webhook URL."""
+    """The webhook dispatcher and its outbox (beside the events: in the data dir, or a fleet's
+    database), or None without a webhook URL."""
     if not settings.webhook_url:
         return None
-    from app.webhooks.dispatcher import WebhookDispatcher
-    from app.webhooks.sqlite_outbox import SqliteOutbox
+    from app.webhooks.dispatcher import WebhookDispatcher, payload_of
+    from app.webhooks.outbox import OutboxStore
 
-    return WebhookDispatcher(settings, store, SqliteOutbox(settings.resolved_data_dir()), metrics)
+    outbox: OutboxStore
+    if settings.database_url:
+        from app.events.postgres import PostgresEventStore
+        from app.sessions.fleet import advertised
+        from app.webhooks.postgres_outbox import PostgresOutbox
+
+        assert isinstance(store, PostgresEventStore)
+        outbox = PostgresOutbox(
+            store,
+            advertised(settings),
+            list(dict.fromkeys(settings.webhook_url)),
+            frozenset(settings.webhook_events),
+            payload_of,
+            # What a dead bridge left is looked for twice per lease: taken over soon after its lease ends.
+            rescue_interval=max(settings.lease_seconds, 1.0) / 2,
+        )
+    else:
+        from app.webhooks.sqlite_outbox import SqliteOutbox
+
+        outbox = SqliteOutbox(settings.resolved_data_dir())
+    return WebhookDispatcher(settings, store, outbox, metrics)
 
 
 def open_store(settings: Settings) -> EventStore:
@@ -60,8 +81,13 @@ def open_store(settings: Settings) -> EventStore:
     it touches the database or the disk only when the server starts."""
     if settings.database_url:
         from app.events.postgres import PostgresEventStore
+        from app.sessions.fleet import advertised
 
-        return PostgresEventStore(settings.database_url, backlog_bytes=settings.event_backlog_bytes)
+        return PostgresEventStore(
+            settings.database_url,
+            backlog_bytes=settings.event_backlog_bytes,
+            name=f"acp-rest-bridge {advertised(settings)}",
+        )
     return SqliteEventStore(settings.resolved_data_dir(), backlog_bytes=settings.event_backlog_bytes)
 
 
@@ -137,12 +163,17 @@ class Services:
             await asyncio.to_thread(fence_for(settings).temps.sweep)
             processes.open()
             fleet = self.fleet
+            if fleet is not None:
+                await asyncio.to_thread(fleet.join)  # (done already when started from the command line)
             manager.restore(await fleet.runners() if fleet is not None else None)
             await manager.settle_restored()
             if fleet is not None:
                 fleet.start()
             if webhooks is not None:
-                webhooks.start([session.id for session in manager.list()])
+                sessions = manager.list()
+                # (In a fleet the outbox catches up with the sessions this bridge runs; the others'
+                # runners, or whoever takes over from a dead one, keep theirs.)
+                webhooks.start([s.id for s in sessions], [s.id for s in sessions if s.remote_info is None])
             if settings.retention_days > 0:
                 pruning = asyncio.create_task(retention.run(manager, settings.retention_days), name="retention")
             self.registry.refresh_catalog()  # in the background: a registry out of reach delays nothing
@@ -187,8 +218,20 @@ def middleware_options(services: Services) -> dict[str, Any]:
         "cors_headers": settings.cors_allow_header,
         "cors_credentials": settings.cors_allow_credentials,
         "bound_host": settings.host,
-        "allowed_hosts": settings.allowed_hosts,
+        "allowed_hosts": allowed_hosts(settings),
     }
+
+
+def allowed_hosts(settings: Settings) -> list[str]:
+    """The hosts served without a token: in a fleet also the name this bridge advertises, which
+    the others' forwarded requests carry as ``Host``."""
+    if not settings.database_url:
+        return settings.allowed_hosts
+    import httpx
+
+    from app.sessions.fleet import advertised
+
+    return [*settings.allowed_hosts, httpx.URL(advertised(settings)).host]
 
 
 def metrics_registry(services: Services) -> Callable[[], CollectorRegistry]:
@@ -414,6 +457,8 @@ def cli(argv: Sequence[str] | None = None) -> None:
         services = Services(settings)
         datadir.prepare(settings)
         services.store.open()  # here, so a locked or unusable data dir is a one-line error
+        if services.fleet is not None:
+            services.fleet.join()  # ... and so is a conflict with another bridge of the fleet
         sock = startup.listen(settings.host, settings.port)
     except (AgentsFileError, StoreError, startup.StartError, OSError, WebhookConfigError, TracingUnavailable) as exc:
         datadir.remove(settings)

@@ -136,8 +136,9 @@ class Settings(BaseSettings):
     webhook_retry_delay: float = 1.0  # seconds before the first retry, doubled for each next one
     webhook_retry_max_delay: float = 300.0
     webhook_attempts: int = 10  # tries of one delivery before it is recorded as failed
-    webhook_timeout: float = 10.0  # seconds one try may take
-    webhook_queue_limit: int = 10_000  # deliveries waiting at once; beyond, new ones are dropped (logged)
+    webhook_timeout: float = 10.0  # seconds one whole try may take (connect, send, the answer's head and body)
+    webhook_queue_limit: int = 10_000  # deliveries waiting per URL; beyond, new ones are dropped (logged)
+    webhook_failed_retention_days: float = 7.0  # deliveries given up are kept this long (0: forever)
 
     @field_validator("webhook_url", "webhook_events", mode="before")
     @classmethod

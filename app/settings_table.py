@@ -96,8 +96,10 @@ MEANING: dict[str, str] = {
     "(less up to 20% jitter)",
     "webhook_retry_max_delay": "longest wait between two tries, seconds",
     "webhook_attempts": "tries of one delivery before it is recorded as failed",
-    "webhook_timeout": "seconds one try may take",
-    "webhook_queue_limit": "deliveries waiting at once; beyond, new ones are dropped (counted and logged)",
+    "webhook_timeout": "seconds one whole try may take (connecting, sending, the answer's head and body)",
+    "webhook_queue_limit": "deliveries waiting per URL; beyond, new ones for that URL are dropped (counted and logged)",
+    "webhook_failed_retention_days": "days a delivery given up stays in the outbox (for an operator), then it is "
+    "deleted (0: kept)",
 }
 
 # How a list setting is written in its environment variable.

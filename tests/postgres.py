@@ -66,6 +66,8 @@ class PostgresServer:
     port: int
     user: str | None  # the system user running it (None: this process's)
     durable: bool = False  # fsync on (benchmarks); off for the tests
+    # Addresses it listens on: loopback, and for the fleet's test hosts (tests/hosts.py) theirs.
+    listen: tuple[str, ...] = ("127.0.0.1",)
 
     @property
     def url(self) -> str:
@@ -79,7 +81,7 @@ class PostgresServer:
 
     def start(self) -> None:
         options = (
-            f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.directory}"
+            f"-p {self.port} -c listen_addresses={','.join(self.listen)} -c unix_socket_directories={self.directory}"
             " -c max_connections=200"
         )
         if not self.durable:
@@ -117,14 +119,14 @@ class PostgresServer:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{name}"
 
 
-def start_postgres(durable: bool = False) -> PostgresServer:
+def start_postgres(durable: bool = False, listen: tuple[str, ...] = ("127.0.0.1",)) -> PostgresServer:
     bin_dir = require_binaries()
     user = "postgres" if os.geteuid() == 0 else None
     # Not under pytest's tmp dirs: those are private to root, and the server runs as postgres.
     directory = Path(tempfile.mkdtemp(prefix="acp-bridge-pg-"))
     if user is not None:
         shutil.chown(directory, user)
-    server = PostgresServer(bin_dir, directory, free_port(), user, durable)
+    server = PostgresServer(bin_dir, directory, free_port(), user, durable, listen)
     done = server._run(
         "initdb",
         "-D",
@@ -141,6 +143,9 @@ def start_postgres(durable: bool = False) -> PostgresServer:
     if done.returncode != 0:
         shutil.rmtree(directory, ignore_errors=True)
         raise RuntimeError(f"initdb failed: {done.stdout}{done.stderr}")
+    if listen != ("127.0.0.1",):  # clients on the networks of those addresses, too
+        with open(directory / "data" / "pg_hba.conf", "a") as hba:
+            hba.write("host all all samenet trust\n")
     deadline = time.monotonic() + 60
     while True:
         try:

@@ -2,6 +2,10 @@
 
 Bodies of PUT and upload-batch are streamed to disk as they arrive; the body limit middleware
 stops them with 413, and the partial file or staging directory is removed.
+
+In a fleet, a request that names a ``session_id`` is served by the bridge that runs that session
+(``forward``): its files are on that machine, and relative paths resolve against its working
+directory there. Without one, this bridge's own filesystem is used.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from app.legacy.models import (
 )
 
 from . import deps
+from .forward import forward
 from .openapi import binary_request, json_request, operation, query
 from .parsing import Query, json_body
 from .routing import BridgeRoute
@@ -67,6 +72,16 @@ async def _path(request: Request, query: Query, *, default: str | None = None, f
     return path
 
 
+async def _elsewhere(request: Request) -> Response | None:
+    """The answer of the bridge that runs the named session, when another one does (a fleet)."""
+    if deps.manager(request).fleet is None:
+        return None
+    session_id = Query(request).session_id()
+    if session_id is None:
+        return None
+    return await forward(request, session_id, files=True)
+
+
 async def _blocking(fn: Any, *args: Any) -> Any:
     return await asyncio.to_thread(fn, *args)
 
@@ -90,7 +105,9 @@ def _chunks(fh: BinaryIO) -> Iterator[bytes]:
         "FsEntriesQuery", path="Directory to list (relative or absolute; default `.`)", session_id=SESSION
     ),
 )
-async def fs_entries(request: Request) -> JSONResponse:
+async def fs_entries(request: Request) -> Response:
+    if (elsewhere := await _elsewhere(request)) is not None:
+        return elsewhere
     path = await _path(request, Query(request), default=".")
     return JSONResponse(await _blocking(ops.list_entries, path, _confinement(request)))
 
@@ -109,6 +126,8 @@ async def fs_entries(request: Request) -> JSONResponse:
     openapi_extra=query("FsPathQuery", path="File path (relative or absolute)", session_id=SESSION),
 )
 async def fs_read_file(request: Request) -> Response:
+    if (elsewhere := await _elsewhere(request)) is not None:
+        return elsewhere
     path = await _path(request, Query(request))
     fh, size = await _blocking(ops.open_file, path, _confinement(request))
     if size > WHOLE_READ_LIMIT:
@@ -133,7 +152,9 @@ async def fs_read_file(request: Request) -> Response:
         **query("FsPathQuery", path="File path (relative or absolute)", session_id=SESSION),
     ),
 )
-async def fs_write_file(request: Request) -> JSONResponse:
+async def fs_write_file(request: Request) -> Response:
+    if (elsewhere := await _elsewhere(request)) is not None:
+        return elsewhere
     path = await _path(request, Query(request))
     try:
         writer = await _blocking(ops.AtomicWriter, path, _confinement(request))
@@ -162,7 +183,9 @@ async def fs_write_file(request: Request) -> JSONResponse:
         "FsDeleteQuery", path="File or directory path", session_id=SESSION, recursive="Delete a directory's contents"
     ),
 )
-async def fs_delete_entry(request: Request) -> JSONResponse:
+async def fs_delete_entry(request: Request) -> Response:
+    if (elsewhere := await _elsewhere(request)) is not None:
+        return elsewhere
     query = Query(request)
     recursive = query.boolean("recursive")
     path = await _path(request, query, follow=False)
@@ -178,7 +201,9 @@ async def fs_delete_entry(request: Request) -> JSONResponse:
     responses={200: {"model": FsActionResponse, "description": "Created"}},
     openapi_extra=query("FsPathQuery", path="Directory to create", session_id=SESSION),
 )
-async def fs_mkdir(request: Request) -> JSONResponse:
+async def fs_mkdir(request: Request) -> Response:
+    if (elsewhere := await _elsewhere(request)) is not None:
+        return elsewhere
     path = await _path(request, Query(request))
     await _blocking(ops.mkdir, path, _confinement(request))
     return JSONResponse({"path": path})
@@ -192,7 +217,9 @@ async def fs_mkdir(request: Request) -> JSONResponse:
     responses={200: {"model": FsMoveResponse, "description": "Moved"}},
     openapi_extra=operation(body=json_request("FsMoveRequest"), **query("FsSessionQuery", session_id=SESSION)),
 )
-async def fs_move(request: Request) -> JSONResponse:
+async def fs_move(request: Request) -> Response:
+    if (elsewhere := await _elsewhere(request)) is not None:
+        return elsewhere
     query = Query(request)
     root = _root(request, query)
     body = await json_body(request, FsMoveRequest)
@@ -212,7 +239,9 @@ async def fs_move(request: Request) -> JSONResponse:
     responses={200: {"model": FsStat, "description": "The entry"}},
     openapi_extra=query("FsPathQuery", path="Path to look at (symlinks are followed)", session_id=SESSION),
 )
-async def fs_stat(request: Request) -> JSONResponse:
+async def fs_stat(request: Request) -> Response:
+    if (elsewhere := await _elsewhere(request)) is not None:
+        return elsewhere
     path = await _path(request, Query(request))
     return JSONResponse(await _blocking(ops.stat_path, path, _confinement(request)))
 
@@ -230,7 +259,9 @@ async def fs_stat(request: Request) -> JSONResponse:
         **query("FsUploadBatchQuery", path="Destination directory (default `.`)", session_id=SESSION),
     ),
 )
-async def fs_upload_batch(request: Request) -> JSONResponse:
+async def fs_upload_batch(request: Request) -> Response:
+    if (elsewhere := await _elsewhere(request)) is not None:
+        return elsewhere
     dest = await _path(request, Query(request), default=".")
     content_type = request.headers.get("content-type", "")
     if content_type.split(";", 1)[0].strip().lower() not in ("application/x-tar", "application/octet-stream"):

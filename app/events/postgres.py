@@ -19,7 +19,8 @@ differs is the database underneath:
   logs show new events from memory meanwhile, within the backlog bound.
 
 Reads take a connection of a small pool on a reader thread, so the event loop never waits on the
-network. ``leases`` holds which bridge runs which live session (``app.sessions.fleet``).
+network. ``leases`` holds which bridge runs which live session and ``bridges`` the fleet's live bridges
+(``app.sessions.fleet``); ``webhook_*`` a fleet's webhook outbox (``app.webhooks.postgres_outbox``).
 """
 
 from __future__ import annotations
@@ -75,6 +76,41 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER sessions_notify AFTER INSERT OR UPDATE OR DELETE ON sessions
         FOR EACH ROW EXECUTE FUNCTION acp_bridge_sessions_notify();
     """,
+    # A fleet's bridges (app/sessions/fleet.py) and its webhook outbox (app/webhooks/postgres_outbox.py).
+    """
+    CREATE TABLE bridges (
+        url TEXT PRIMARY KEY,
+        instance TEXT NOT NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        token TEXT,
+        started TIMESTAMPTZ NOT NULL DEFAULT now(),
+        expires TIMESTAMPTZ NOT NULL
+    );
+    CREATE TABLE webhook_outbox (
+        id BOOLEAN PRIMARY KEY DEFAULT true CHECK (id),
+        created TIMESTAMPTZ NOT NULL DEFAULT now()
+    );
+    CREATE TABLE webhook_deliveries (
+        endpoint TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        sequence BIGINT NOT NULL,
+        event_type TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+        owner TEXT NOT NULL,
+        failed TEXT,
+        failed_at TIMESTAMPTZ,
+        PRIMARY KEY (endpoint, session_id, sequence)
+    );
+    CREATE INDEX webhook_deliveries_owner ON webhook_deliveries (owner) WHERE failed IS NULL;
+    CREATE INDEX webhook_deliveries_failed ON webhook_deliveries (failed_at) WHERE failed IS NOT NULL;
+    CREATE TABLE webhook_marks (
+        session_id TEXT PRIMARY KEY,
+        sequence BIGINT NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 _MIGRATION_LOCK = 0x61637062  # pg_advisory_lock key: "acpb"
@@ -110,8 +146,9 @@ class _Connection:
     """The writer's connection: made again when the last one was lost; psycopg's failures of the
     database become ``DatabaseUnavailable`` (what the writer keeps its batch for and retries)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, **options: Any) -> None:
         self.url = url
+        self.options = options
         self._conn: Any = None
         self.failed = False  # a storage failure since the last commit of events
 
@@ -127,7 +164,7 @@ class _Connection:
             self.close()
             psycopg = _psycopg()
             try:
-                conn = self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5)
+                conn = self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5, **self.options)
             except psycopg.Error as exc:
                 self.failed = True
                 raise DatabaseUnavailable(f"cannot connect: {exc}") from exc
@@ -205,13 +242,17 @@ _NOTIFY = f"SELECT pg_notify('{EVENTS_CHANNEL}', note) FROM unnest(%s::text[]) A
 class PostgresEventStore(SqliteEventStore):
     """See the module doc. ``SqliteEventStore`` gives the writer; this class the database."""
 
+    # Connections of a bridge: this pool (reads, the fleet's and the webhook outbox's statements),
+    # the writer's one and the fleet's listening one: READERS + 2 at most.
     READERS = 4
     # A session row without a record older than this is a create that never completed.
     STALE_CREATE = "10 minutes"
 
-    def __init__(self, url: str, *, backlog_bytes: int | None = None) -> None:
+    def __init__(self, url: str, *, backlog_bytes: int | None = None, name: str | None = None) -> None:
         super().__init__(Path("."), backlog_bytes=backlog_bytes)
         self.url = url
+        # Its connections' application_name (pg_stat_activity): which bridge holds them.
+        self.options: dict[str, Any] = {"application_name": name[:63]} if name else {}
         self.where = redacted(url)
         self._ids: dict[int, str] = {}  # session key (local) -> id: a queued delete names the id
         self._pool: Any = None
@@ -224,7 +265,7 @@ class PostgresEventStore(SqliteEventStore):
         psycopg = _psycopg()
         from psycopg_pool import ConnectionPool
 
-        conn = _Connection(self.url)
+        conn = _Connection(self.url, **self.options)
         try:
             raw = conn.connect()
             migrate(raw)
@@ -237,7 +278,7 @@ class PostgresEventStore(SqliteEventStore):
             self.url,
             min_size=1,
             max_size=self.READERS,
-            kwargs={"autocommit": True, "connect_timeout": 5},
+            kwargs={"autocommit": True, "connect_timeout": 5, **self.options},
             # A connection is checked as it is taken: one the server dropped meanwhile (a restart) is
             # replaced, not handed to a reader.
             check=ConnectionPool.check_connection,
@@ -433,20 +474,20 @@ class PostgresEventStore(SqliteEventStore):
         return await loop.run_in_executor(self._reader_pool, self.read, session_id, after, limit, before)
 
     # ---- what other bridges wrote (``app.sessions.fleet``) -------------------------------------
+    def call(self, function: Any, *args: Any) -> Any:
+        """``function(connection, *args)`` with a pooled connection, on this thread (which may block)."""
+        psycopg = _psycopg()
+        from psycopg_pool import PoolTimeout
+
+        try:
+            with self._pool.connection() as conn:
+                return function(conn, *args)
+        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+            raise StorageUnavailable(f"database {self.where}: {exc}") from exc
+
     async def run(self, function: Any, *args: Any) -> Any:
         """``function(connection, *args)`` with a pooled connection, off the event loop."""
-
-        def call() -> Any:
-            psycopg = _psycopg()
-            from psycopg_pool import PoolTimeout
-
-            try:
-                with self._pool.connection() as conn:
-                    return function(conn, *args)
-            except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
-                raise StorageUnavailable(f"database {self.where}: {exc}") from exc
-
-        return await asyncio.get_running_loop().run_in_executor(self._reader_pool, call)
+        return await asyncio.get_running_loop().run_in_executor(self._reader_pool, self.call, function, *args)
 
     async def session_record(self, session_id: str) -> dict[str, Any] | None:
         def fetch(conn: Any) -> Any:

@@ -12,7 +12,13 @@ session (its agent process), the *runner*, named by the address it advertises (`
   and reads them from the database by cursor. The database notifies each commit
   (``LISTEN acp_bridge_events``, a wake-up only); a poll every ``POLL`` seconds and a fresh look
   before every read of a followed session make a missed notification cost latency, never an event.
-- **Forwarding** (``app/api/forward.py``): a request that must reach the agent goes to the runner.
+- **Bridges.** Each bridge registers its advertised address in ``bridges`` at start (``join``) with a
+  heartbeat renewed like the leases; requests are forwarded only to an address found there, so a lease
+  row cannot send them anywhere else. A bridge refuses to start when a live bridge of the database has
+  another token (forwarded requests carry the client's credentials: the fleet shares one) or already
+  advertises the same address (their sessions would hide each other's).
+- **Forwarding** (``app/api/forward.py``): a request that must reach the agent, and every ``/v1/fs``
+  request naming a session, goes to the runner.
 - **Taking over.** When the runner's lease has expired (it died: kill -9, host gone), the next
   request for the agent on any bridge takes the lease, closes in the log what the dead agent left
   open and starts the agent here with resume -> load -> new (``recovery``); the status item names
@@ -27,11 +33,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
+import os
+import secrets
+import socket
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from app.errors import StreamError
+from app.errors import StorageUnavailable, StreamError
+from app.events.sqlite import StoreError
 
 if TYPE_CHECKING:
     from app.events.log import SessionEventLog
@@ -49,11 +60,74 @@ _SESSIONS = (
 )
 
 
+_REGISTER_LOCK = 0x61637066  # pg_advisory_xact_lock key of joining bridges: "acpf"
+
+
+class FleetConflict(StoreError):
+    """This bridge cannot join the fleet on its database (said at start, in one line)."""
+
+
 def advertised(settings: Settings) -> str:
     """This bridge's address for the others: the setting, else its own host and port."""
     if settings.advertise_url:
         return settings.advertise_url.rstrip("/")
     return f"http://{settings.host}:{settings.port}"
+
+
+def check_address(url: str) -> str | None:
+    """Why ``url`` cannot be a bridge's advertised address (None: it can). Requests are forwarded
+    to it with the received path appended, so it is an http(s) origin, maybe with a path prefix,
+    and nothing that could change what is appended (no query, fragment or credentials)."""
+    import httpx
+
+    try:
+        parsed = httpx.URL(url)
+    except Exception as exc:
+        return f"not a URL ({exc})"
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        return "not an http(s) URL with a host"
+    if parsed.userinfo or parsed.query or parsed.fragment or "?" in url or "#" in url:
+        return "it may not carry credentials, a query or a fragment"
+    return None
+
+
+def token_digest(token: str | None) -> str | None:
+    """What the database keeps of the fleet's token: enough to compare, slow to guess from."""
+    if not token:
+        return None
+    return hashlib.pbkdf2_hmac("sha256", token.encode(), b"acp-rest-bridge fleet token", 100_000).hex()
+
+
+def host_identity() -> str:
+    """This machine, boot and process namespace: two bridges with the same identity see each
+    other's process ids (a bridge restarted after kill -9 tells its dead self from a live one)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            boot = fh.read().strip()
+    except OSError:
+        boot = ""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return f"{socket.gethostname()} {boot} {namespace}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Lease(NamedTuple):
+    owner: str | None  # the runner's advertised address
+    valid: bool  # not expired
+    advertised: bool  # a bridge registered that address (a lease never sends requests elsewhere)
+    alive: bool  # ... and its heartbeat is current
 
 
 class Sessions(Protocol):
@@ -84,6 +158,84 @@ class Fleet:
         self._tasks: list[asyncio.Task[None]] = []
         self._locks: dict[str, asyncio.Lock] = {}
         self.client: Any = None  # httpx.AsyncClient for forwarded requests (app/api/forward.py)
+        self.instance = secrets.token_hex(8)  # this process, among the bridges that used this address
+        self.joined = False
+        self._displaced = False  # another process registered this bridge's address meanwhile
+        problem = check_address(self.url)
+        if problem is not None:
+            raise FleetConflict(f"--advertise-url {self.url}: {problem}")
+
+    # ---- joining the fleet ------------------------------------------------------------------------
+    def join(self) -> None:
+        """Register this bridge's address (blocking: at start, before it serves). Refuses (raises
+        ``FleetConflict``) when a live bridge has another token or the same address. A row of this
+        address left by a bridge that may still live elsewhere is watched until it expires: renewed,
+        it is a live bridge; not renewed, it was this bridge's before a crash."""
+        if self.joined:
+            return
+        digest = token_digest(self.settings.token)
+        seen = None
+        while True:
+            try:
+                waiting = self.store.call(self._register, digest, seen)
+            except StorageUnavailable as exc:
+                raise StoreError(f"cannot join the fleet: {exc}") from exc
+            if waiting is None:
+                break
+            seen, seconds = waiting
+            log.warning(
+                "another bridge registered %s until %.1f s from now; waiting to see whether it is alive",
+                self.url,
+                seconds,
+            )
+            time.sleep(seconds + 0.5)
+        self.joined = True
+
+    def _register(self, conn: Any, digest: str | None, seen: Any) -> tuple[Any, float] | None:
+        me = (self.url, self.instance, host_identity(), os.getpid(), digest, f"{self.lease_seconds} seconds")
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_REGISTER_LOCK,))
+            others = conn.execute(
+                "SELECT url, token FROM bridges WHERE expires > now() AND url <> %s ORDER BY url", (self.url,)
+            ).fetchall()
+            for url, token in others:
+                if token != digest:
+                    if digest is None or token is None:
+                        differs = "has a token and this one has none" if digest is None else "has no token"
+                    else:
+                        differs = "has another token"
+                    raise FleetConflict(
+                        f"the bridge at {url} on this database {differs}: every bridge of a fleet needs the same "
+                        "ACP_BRIDGE_TOKEN (a forwarded request carries the client's credentials)"
+                    )
+            row = conn.execute(
+                "SELECT instance, host, pid, expires, expires > now(), extract(epoch FROM expires - now())"
+                " FROM bridges WHERE url = %s",
+                (self.url,),
+            ).fetchone()
+            if row is not None and row[4] and row[0] != self.instance:
+                _, host, pid, expires, _, left = row
+                if host == me[2]:
+                    if pid != os.getpid() and _alive(pid):
+                        raise FleetConflict(
+                            f"another bridge on this machine (pid {pid}) already advertises {self.url}: "
+                            "give each bridge its own --advertise-url"
+                        )
+                elif seen is not None and expires != seen:
+                    raise FleetConflict(
+                        f"a live bridge on {host.split()[0]} (pid {pid}) already advertises {self.url}: "
+                        "give each bridge its own --advertise-url"
+                    )
+                elif seen is None:
+                    return expires, max(float(left), 0.0)
+            conn.execute(
+                "INSERT INTO bridges (url, instance, host, pid, token, expires)"
+                " VALUES (%s, %s, %s, %s, %s, now() + %s::interval)"
+                " ON CONFLICT (url) DO UPDATE SET instance = EXCLUDED.instance, host = EXCLUDED.host,"
+                " pid = EXCLUDED.pid, token = EXCLUDED.token, started = now(), expires = EXCLUDED.expires",
+                me,
+            )
+        return None
 
     # ---- start and stop ---------------------------------------------------------------------------
     async def runners(self) -> dict[str, str]:
@@ -106,7 +258,8 @@ class Fleet:
             if session.remote_info is None:
                 session.runner = self.url  # restored as this bridge's own
 
-        self.client = httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=5.0))
+        # Forwarded bodies and answers stream both ways: the limit is on each read and write.
+        self.client = httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=5.0), trust_env=False)
         self._tasks = [
             asyncio.create_task(self._listen(), name="fleet-listen"),
             asyncio.create_task(self._poll(), name="fleet-poll"),
@@ -123,10 +276,15 @@ class Fleet:
         self._tasks = []
         if self.client is not None:
             await self.client.aclose()
-        try:
-            await self.store.run(
-                lambda conn: conn.execute("UPDATE leases SET expires = now() WHERE owner = %s", (self.url,))
+
+        def release(conn: Any) -> None:
+            conn.execute("UPDATE leases SET expires = now() WHERE owner = %s", (self.url,))
+            conn.execute(
+                "UPDATE bridges SET expires = now() WHERE url = %s AND instance = %s", (self.url, self.instance)
             )
+
+        try:
+            await self.store.run(release)
         except Exception as exc:
             log.warning("cannot release the leases of this bridge: %s", exc)
 
@@ -145,14 +303,27 @@ class Fleet:
 
         return bool(await self.store.run(take))
 
-    async def lease(self, session_id: str) -> tuple[str | None, bool]:
-        """Who holds the session's lease, and whether it is still valid."""
+    async def lease(self, session_id: str) -> Lease:
+        """Who holds the session's lease, whether it is still valid, and whether that address is a
+        bridge's (and a live one)."""
         row = await self.store.run(
             lambda conn: conn.execute(
-                "SELECT owner, expires > now() FROM leases WHERE session_id = %s", (session_id,)
+                "SELECT l.owner, l.expires > now(), b.url IS NOT NULL, coalesce(b.expires > now(), false)"
+                " FROM leases l LEFT JOIN bridges b ON b.url = l.owner WHERE l.session_id = %s",
+                (session_id,),
             ).fetchone()
         )
-        return (None, False) if row is None else (row[0], bool(row[1]))
+        return Lease(None, False, False, False) if row is None else Lease(row[0], *(bool(v) for v in row[1:]))
+
+    def _target(self, session_id: str, lease: Lease) -> str:
+        """The runner's address to forward to: only one a bridge advertised."""
+        assert lease.owner is not None
+        if not lease.advertised:
+            log.error(
+                "session %s: its lease names %r, which no bridge advertised; not forwarded", session_id, lease.owner
+            )
+            raise StreamError(f"session {session_id} is leased to an address no bridge of the fleet advertised")
+        return lease.owner
 
     async def _renew(self) -> None:
         interval = f"{self.lease_seconds} seconds"
@@ -160,16 +331,24 @@ class Fleet:
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             live = [s.id for s in self.manager.list() if s.remote_info is None and not s.ended]
-            if not live:
-                continue
+
+            def renew(conn: Any, ids: list[str] = live) -> tuple[Any, list[Any]]:
+                beat = conn.execute(
+                    "UPDATE bridges SET expires = now() + %s::interval WHERE url = %s AND instance = %s RETURNING 1",
+                    (interval, self.url, self.instance),
+                ).fetchone()
+                if not ids:
+                    return beat, []
+                return beat, conn.execute(
+                    "UPDATE leases SET expires = now() + %s::interval WHERE owner = %s AND session_id = ANY(%s)"
+                    " RETURNING session_id",
+                    (interval, self.url, ids),
+                ).fetchall()
+
             try:
-                rows = await self.store.run(
-                    lambda conn, ids=live: conn.execute(
-                        "UPDATE leases SET expires = now() + %s::interval WHERE owner = %s AND session_id = ANY(%s)"
-                        " RETURNING session_id",
-                        (interval, self.url, ids),
-                    ).fetchall()
-                )
+                beat, rows = await self.store.run(renew)
+                if beat is None:
+                    self._reregister()
             except Exception as exc:
                 if not failing:
                     log.error("cannot renew the leases of the sessions this bridge runs: %s", exc)
@@ -182,6 +361,18 @@ class Fleet:
             for session_id in live:
                 if session_id not in renewed:
                     await self._lost(session_id)
+
+    def _reregister(self) -> None:
+        """This bridge's row expired and another process took the address (this one stalled for a
+        lease's length): said loudly, once; the next start of either refuses the other."""
+        if self._displaced:
+            return
+        self._displaced = True
+        log.error(
+            "the address %s is registered by another bridge now (this one could not renew it in time); "
+            "requests for this bridge's sessions may go there",
+            self.url,
+        )
 
     async def _lost(self, session_id: str) -> None:
         """Another bridge took the session over (this one could not renew its lease in time: a
@@ -266,7 +457,7 @@ class Fleet:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(
-                    self.store.url, autocommit=True, connect_timeout=5
+                    self.store.url, autocommit=True, connect_timeout=5, **self.store.options
                 ) as conn:
                     await conn.execute(f"LISTEN {EVENTS_CHANNEL}")
                     await conn.execute(f"LISTEN {SESSIONS_CHANNEL}")
@@ -326,18 +517,26 @@ class Fleet:
                 log.debug("fleet poll failed: %s", exc)
 
     # ---- requests for the agent ------------------------------------------------------------------------
-    async def route(self, session_id: str, *, forwarded: bool) -> str | None:
-        """Where a request for the session's agent goes: the runner's address, or None: here (this
-        bridge runs it, it ended, or its runner died and this bridge took it over)."""
+    async def route(self, session_id: str, *, forwarded: bool, files: bool = False) -> str | None:
+        """Where a request for the session's agent (or, ``files``, for its files) goes: the runner's
+        address, or None: here (this bridge runs it, it ended, or its runner died and this bridge
+        took it over). The files of an ended session are where it last ran, while that bridge lives."""
         session = await self.manager.lookup(session_id)
-        if session.remote_info is None or session.ended:
+        if session.remote_info is None:
             return None
-        owner, valid = await self.lease(session_id)
-        if owner == self.url or not valid:
+        if session.ended:
+            if not files or forwarded:
+                return None
+            lease = await self.lease(session_id)
+            if lease.owner is None or lease.owner == self.url or not lease.alive:
+                return None
+            return self._target(session_id, lease)
+        lease = await self.lease(session_id)
+        if lease.owner == self.url or not lease.valid:
             return await self.take_over(session_id)
         if forwarded:  # (never forwarded twice: the lease moved meanwhile)
-            raise StreamError(f"session {session_id} is run by the bridge at {owner}, which forwarded it here")
-        return owner
+            raise StreamError(f"session {session_id} is run by the bridge at {lease.owner}, which forwarded it here")
+        return self._target(session_id, lease)
 
     async def take_over(self, session_id: str) -> str | None:
         """Run the session here (its runner's lease expired). None when done (or it already is);
@@ -348,8 +547,8 @@ class Fleet:
             if session is not None and session.remote_info is None:
                 return None
             if not await self.claim(session_id):
-                owner, _ = await self.lease(session_id)
-                return owner
+                lease = await self.lease(session_id)
+                return None if lease.owner is None else self._target(session_id, lease)
             record = await self.store.session_record(session_id)
             if record is None:
                 return None
@@ -363,6 +562,7 @@ class Fleet:
                 self.manager.add(taken)
                 return None
             taken.recovery.bridge = self.url
+            taken.recovery.previous = session.runner if session is not None else None
             taken.runner = self.url
             self.manager.add(taken)
             log.warning(
@@ -380,9 +580,9 @@ class Fleet:
         Waits at most the lease's length (and a bit); the runner's address if it still holds it."""
         deadline = time.monotonic() + self.lease_seconds + 2
         while True:
-            owner, valid = await self.lease(session_id)
-            if not valid or owner == self.url:
+            lease = await self.lease(session_id)
+            if not lease.valid or lease.owner == self.url:
                 return await self.take_over(session_id)
             if time.monotonic() > deadline:
-                return owner
+                return self._target(session_id, lease)
             await asyncio.sleep(0.25)

@@ -72,8 +72,10 @@ class Recovery:
     # Permission and question ids used before the stop (they stay unique in the session).
     permission_ids: list[str] = field(default_factory=list)
     question_ids: list[str] = field(default_factory=list)
-    # In a fleet: the advertised address of the bridge that takes the session over (``fleet``).
+    # In a fleet: the advertised address of the bridge that takes the session over (``fleet``),
+    # and of the one that ran it until it died.
     bridge: str | None = None
+    previous: str | None = None
 
     def info(self) -> dict[str, Any]:
         if self.suspended:
@@ -245,6 +247,7 @@ async def settle(session: Session, store: EventStore) -> None:
         return
     seed_counters(session, found)
     if not state.settled:
+        _remember_the_dead(session, found, state)
         drafts = _close_what_was_open(found)
         drafts.extend(
             _status(session, "stopped", _stopped_text(state.cause), {"state": "suspended", "cause": state.cause})
@@ -265,6 +268,16 @@ def seed_counters(session: Session, found: LogState) -> None:
     state = session.recovery
     session.permissions.used |= found.permission_ids | set(state.permission_ids if state else ())
     session.questions.used |= found.question_ids | set(state.question_ids if state else ())
+
+
+def _remember_the_dead(session: Session, found: LogState, state: Recovery) -> None:
+    """A late reply to a request that is closed here says why (not a bare "unknown id")."""
+    if state.previous:
+        why = f"the session's agent on the bridge at {state.previous}, which stopped"
+    else:
+        why = "the session's agent when the bridge " + ("was stopped" if state.cause == SHUTDOWN else "stopped")
+    session.permissions.died.update(dict.fromkeys(found.permissions, why))
+    session.questions.died.update(dict.fromkeys(found.questions, why))
 
 
 def _close_what_was_open(found: LogState) -> list[EventDraft]:

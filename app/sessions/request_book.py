@@ -52,6 +52,8 @@ class RequestBook(Generic[Info]):
         # Cancelled because the session ended, never replied to: a late reply gets the ended error.
         self.orphaned: dict[str, HumanRequest[Info]] = {}
         self.used: set[str] = set()
+        # Open when the agent (or its bridge) died, resolved by recovery: id -> what happened.
+        self.died: dict[str, str] = {}
         self._by_request: dict[Any, HumanRequest[Info]] = {}
 
     # ---- agent side --------------------------------------------------------------------------
@@ -115,6 +117,12 @@ class RequestBook(Generic[Info]):
         """Legacy step 2: the waiting entry, else 400 ``unknown <kind> id``."""
         request = self.open.get(public_id) or self.orphaned.pop(public_id, None)
         if request is None:
+            why = self.died.get(public_id)
+            if why is not None:  # (legacy's status all the same: the request is gone)
+                raise InvalidRequest(
+                    f"unknown {self.kind} id: {public_id}: the request died with {why}; "
+                    "it was closed as rejected and can no longer be answered"
+                )
             raise InvalidRequest(f"unknown {self.kind} id: {public_id}")
         return request
 

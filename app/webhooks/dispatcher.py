@@ -6,13 +6,21 @@ kept in the outbox first, then POSTed, signed as Standard Webhooks specifies (``
   restart, so a receiver can drop duplicates (delivery is at least once).
 - Per endpoint and session, one delivery at a time, in sequence order: a retry holds back the
   session's later events, never another session's.
-- A failed try (no answer within the timeout, or a status other than 2xx) is tried again after an
-  exponentially growing delay with jitter, up to the set number of tries; then the delivery is
-  recorded as failed (kept in the outbox, counted, logged) and the next one goes.
+- Per endpoint, at most ``CONCURRENCY`` posts at once and ``webhook_queue_limit`` deliveries waiting:
+  a slow or hanging receiver delays and drops only its own deliveries, never another URL's.
+- A try is bounded as a whole by the timeout (connecting, sending, the answer's head and body: a
+  receiver that trickles its answer cannot hold it longer). A failed try (no answer in time, or a
+  status other than 2xx) is tried again after an exponentially growing delay with jitter, up to the
+  set number of tries; then the delivery is recorded as failed (kept in the outbox for
+  ``webhook_failed_retention_days``, counted, logged) and the next one goes. Failures are logged at
+  warning, at most one line per URL a minute (with the count of those not logged).
+- A URL is logged without its credentials and query (``shown``): they are often the receiver's secret.
 - Sessions never wait for any of it: ``observe`` only queues (bounded), the posts run in tasks of
   their own on their own HTTP client, the outbox is written on a thread of its own.
 - At start the outbox's pending deliveries are queued again, and events committed after the
-  outbox last looked at a session (a crash between the two) are found in the event store.
+  outbox last looked at a session (a crash between the two) are found in the event store. In a
+  fleet the outbox is the database's: every ``rescue_interval`` what dead bridges left is taken
+  over (``app/webhooks/postgres_outbox.py``).
 """
 
 from __future__ import annotations
@@ -42,7 +50,56 @@ log = logging.getLogger("acp_rest_bridge.webhooks")
 
 T = TypeVar("T")
 READ_BATCH = 1000  # events read from the store at a time when catching up at start
-CONCURRENCY = 8  # posts in flight at once, over every endpoint and session
+CONCURRENCY = 8  # posts in flight at once per endpoint (over its sessions)
+WARN_EVERY = 60.0  # seconds between two failure warnings of one endpoint
+PRUNE_EVERY = 3600.0  # seconds between two prunings of failed deliveries
+
+
+def shown(url: str) -> str:
+    """The URL as logs show it: without credentials and query (often the receiver's secret)."""
+    try:
+        parsed = httpx.URL(url)
+    except Exception:
+        return "<an invalid URL>"
+    port = f":{parsed.port}" if parsed.port is not None else ""
+    credentials = "***@" if parsed.userinfo else ""
+    query = "?***" if parsed.query or "?" in url else ""
+    return f"{parsed.scheme}://{credentials}{parsed.host}{port}{parsed.path}{query}"
+
+
+def scrubbed(text: str, url: str) -> str:
+    """``text`` (an error) with every spelling of ``url`` in it shown as ``shown`` shows it."""
+    spellings = {url}
+    try:
+        spellings.add(str(httpx.URL(url)))
+    except Exception:
+        pass
+    for spelling in sorted(spellings, key=len, reverse=True):
+        text = text.replace(spelling, shown(url))
+    return text
+
+
+class Throttle:
+    """Failure warnings of one endpoint: the first at once, then one a ``WARN_EVERY`` at most,
+    saying how many were not logged in between."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, float] = {}
+        self._skipped: dict[str, int] = {}
+
+    def admit(self, key: str) -> int | None:
+        """None: do not log now; else how many were skipped since the last line."""
+        now = time.monotonic()
+        last = self._last.get(key)
+        if last is not None and now - last < WARN_EVERY:
+            self._skipped[key] = self._skipped.get(key, 0) + 1
+            return None
+        self._last[key] = now
+        return self._skipped.pop(key, 0)
+
+
+def _more(skipped: int) -> str:
+    return f" ({skipped} more failures of this URL not logged in the last minute)" if skipped else ""
 
 
 def webhook_id(session_id: str, sequence: int) -> str:
@@ -76,14 +133,19 @@ class WebhookDispatcher:
         except Exception as exc:
             raise WebhookConfigError(f"ACP_BRIDGE_WEBHOOK_SECRET is not a usable secret: {exc}") from exc
         for url in self.endpoints:
-            if httpx.URL(url).scheme not in ("http", "https"):
-                raise WebhookConfigError(f"webhook URL is not http(s): {url}")
+            try:
+                scheme = httpx.URL(url).scheme
+            except Exception as exc:
+                raise WebhookConfigError(f"webhook URL is not a URL: {shown(url)}") from exc
+            if scheme not in ("http", "https"):
+                raise WebhookConfigError(f"webhook URL is not http(s): {shown(url)}")
         self.types = frozenset(settings.webhook_events)
         self.first_delay = settings.webhook_retry_delay
         self.max_delay = max(settings.webhook_retry_max_delay, settings.webhook_retry_delay)
         self.attempts = max(settings.webhook_attempts, 1)
         self.timeout = settings.webhook_timeout
         self.limit = settings.webhook_queue_limit
+        self.retention = settings.webhook_failed_retention_days * 86400
         self.store = store
         self.outbox = outbox
         self.metrics = metrics
@@ -91,13 +153,16 @@ class WebhookDispatcher:
         self._queues: dict[tuple[str, str], list[Delivery]] = {}
         self._workers: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._queued: set[tuple[str, str, int]] = set()
+        self._depth = dict.fromkeys(self.endpoints, 0)  # queued deliveries per endpoint
         self._unsaved: list[Delivery] = []
         self._saving = False
         self._ready = False  # workers start once what an earlier run left is queued
         self._executor: ThreadPoolExecutor | None = None
         self._client: httpx.AsyncClient | None = None
-        self._semaphore = asyncio.Semaphore(CONCURRENCY)
+        self._slots = {url: asyncio.Semaphore(CONCURRENCY) for url in self.endpoints}
+        self._warnings = Throttle()
         self._catching_up: asyncio.Task[None] | None = None
+        self._background: list[asyncio.Task[None]] = []
         self._pending_io: set[asyncio.Future[Any]] = set()
 
     @property
@@ -115,14 +180,21 @@ class WebhookDispatcher:
                 self._enqueue(delivery)
         self._created = created
 
-    def start(self, sessions: list[str]) -> None:
-        """After the sessions are restored: catch up with events the outbox has not seen, then deliver."""
+    def start(self, sessions: list[str], own: list[str] | None = None) -> None:
+        """After the sessions are restored: catch up with events the outbox has not seen (of ``own``
+        sessions, those this bridge runs; default all), then deliver."""
         self._client = httpx.AsyncClient(timeout=self.timeout, follow_redirects=False, trust_env=False)
-        self._catching_up = asyncio.create_task(self._catch_up(sessions), name="webhooks-catch-up")
+        self._catching_up = asyncio.create_task(
+            self._catch_up(sessions, sessions if own is None else own), name="webhooks-catch-up"
+        )
+        if self.retention > 0:
+            self._background.append(asyncio.create_task(self._prune(), name="webhooks-prune"))
+        if self.outbox.rescue_interval > 0:
+            self._background.append(asyncio.create_task(self._rescue(), name="webhooks-rescue"))
 
     async def close(self) -> None:
         """Stop delivering (what is left stays in the outbox for the next run) and close the outbox."""
-        tasks = [t for t in (self._catching_up, *self._workers.values()) if t is not None]
+        tasks = [t for t in (self._catching_up, *self._background, *self._workers.values()) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -136,7 +208,7 @@ class WebhookDispatcher:
             await self._io(self.outbox.close)
             self._executor.shutdown(wait=True)
 
-    async def _catch_up(self, sessions: list[str]) -> None:
+    async def _catch_up(self, sessions: list[str], own: list[str]) -> None:
         try:
             if self._created:
                 # A new outbox: events from before webhooks were set up are not delivered.
@@ -144,13 +216,49 @@ class WebhookDispatcher:
                 await self._io(self.outbox.set_marks, marks)
             else:
                 marks = await self._io(self.outbox.marks)
-                for sid in sessions:
+                for sid in own:
                     await self._catch_up_session(sid, marks.get(sid, 0))
         except Exception:
             log.exception("webhooks: cannot read what the outbox missed; delivering what it holds")
         self._ready = True
         for key in list(self._queues):
             self._work(key)
+
+    async def _prune(self) -> None:
+        """Failed deliveries older than the retention are deleted, at start and hourly."""
+        while True:
+            try:
+                count = await self._io(self.outbox.prune, time.time() - self.retention)
+                if count:
+                    log.info("webhook outbox: %d failed deliveries older than the retention deleted", count)
+            except Exception as exc:
+                log.warning("webhook outbox: cannot delete old failed deliveries: %s", exc)
+            await asyncio.sleep(PRUNE_EVERY)
+
+    async def _rescue(self) -> None:
+        """A fleet: what dead bridges left is delivered here."""
+        failing = False  # said once per outage
+        while True:
+            await asyncio.sleep(self.outbox.rescue_interval)
+            if not self._ready:
+                continue
+            try:
+                found = await self._io(self.outbox.rescue)
+            except Exception as exc:
+                if not failing:
+                    log.warning("webhooks: cannot look for deliveries that dead bridges left: %s", exc)
+                failing = True
+                continue
+            failing = False
+            if found:
+                log.warning("webhooks: %d deliveries that a bridge which is gone left are delivered here", len(found))
+            self._take(found)
+
+    def _take(self, deliveries: list[Delivery]) -> None:
+        """Deliveries the outbox handed over (kept there already): queued unless they are."""
+        for delivery in deliveries:
+            if delivery.endpoint in self._depth and delivery.key not in self._queued:
+                self._enqueue(delivery)
 
     async def _catch_up_session(self, session_id: str, after: int) -> None:
         while True:
@@ -170,17 +278,20 @@ class WebhookDispatcher:
         for endpoint in self.endpoints:
             if (endpoint, event.session_id, event.sequence) in self._queued:
                 continue
-            if len(self._queued) >= self.limit:
+            if self._depth[endpoint] >= self.limit:
                 self.metrics.webhook_delivery("dropped")
-                log.warning(
-                    "webhook queue full (%d): %s event %d of session %s not delivered to %s",
-                    self.limit,
-                    event.type,
-                    event.sequence,
-                    event.session_id,
-                    endpoint,
-                    extra={"session_id": event.session_id},
-                )
+                skipped = self._warnings.admit("dropped " + endpoint)
+                if skipped is not None:
+                    log.warning(
+                        "webhook queue of %s full (%d): %s event %d of session %s not delivered to it%s",
+                        shown(endpoint),
+                        self.limit,
+                        event.type,
+                        event.sequence,
+                        event.session_id,
+                        _more(skipped),
+                        extra={"session_id": event.session_id},
+                    )
                 continue
             payload = payload or payload_of(event)
             delivery = Delivery(endpoint, event.session_id, event.sequence, event.type, payload)
@@ -194,7 +305,7 @@ class WebhookDispatcher:
         # Submitted before any post of these deliveries can end: the outbox's thread keeps that order.
         self._saving = False
         batch, self._unsaved = self._unsaved, []
-        self._submit(self.outbox.add, batch)
+        self._submit(self.outbox.add, batch, then=self._take)
 
     def _enqueue(self, delivery: Delivery) -> None:
         key = (delivery.endpoint, delivery.session_id)
@@ -202,8 +313,11 @@ class WebhookDispatcher:
         if not queue or queue[-1].sequence < delivery.sequence:
             queue.append(delivery)
         else:  # caught up from the store behind live ones: keep sequence order
-            bisect.insort(queue, delivery, key=lambda d: d.sequence)
+            at = bisect.bisect(queue, delivery.sequence, key=lambda d: d.sequence)
+            # ... behind the head when a worker is posting it (its outcome removes it).
+            queue.insert(max(at, 1) if key in self._workers else at, delivery)
         self._queued.add(delivery.key)
+        self._depth[delivery.endpoint] = self._depth.get(delivery.endpoint, 0) + 1
         if self._ready:
             self._work(key)
 
@@ -220,7 +334,7 @@ class WebhookDispatcher:
                 wait = delivery.next_at - time.time()
                 if wait > 0:
                     await asyncio.sleep(wait)
-                async with self._semaphore:
+                async with self._slots[delivery.endpoint]:
                     error = await self._post(delivery)
                 if error is None:
                     self._done(queue, delivery, "delivered")
@@ -229,29 +343,38 @@ class WebhookDispatcher:
                 delivery.attempts += 1
                 if delivery.attempts >= self.attempts:
                     self._done(queue, delivery, "failed")
+                    skipped = self._warnings.admit("failed " + delivery.endpoint)
+                    if skipped is not None:
+                        log.warning(
+                            "webhook to %s failed after %d tries, given up: %s event %d of session %s (%s)%s",
+                            shown(delivery.endpoint),
+                            delivery.attempts,
+                            delivery.event_type,
+                            delivery.sequence,
+                            delivery.session_id,
+                            error,
+                            _more(skipped),
+                            extra={"session_id": delivery.session_id},
+                        )
+                    self._submit(self.outbox.failed, delivery, error)
+                    continue
+                self.metrics.webhook_delivery("retried")
+                wait = retry_delay(delivery.attempts, self.first_delay, self.max_delay)
+                delivery.next_at = time.time() + wait
+                skipped = self._warnings.admit("retry " + delivery.endpoint)
+                if skipped is not None:
                     log.warning(
-                        "webhook to %s failed after %d tries, given up: %s event %d of session %s (%s)",
-                        delivery.endpoint,
+                        "webhook to %s: try %d of %s event %d of session %s failed (%s); next try in %.1f s%s",
+                        shown(delivery.endpoint),
                         delivery.attempts,
                         delivery.event_type,
                         delivery.sequence,
                         delivery.session_id,
                         error,
+                        wait,
+                        _more(skipped),
                         extra={"session_id": delivery.session_id},
                     )
-                    self._submit(self.outbox.failed, delivery, error)
-                    continue
-                self.metrics.webhook_delivery("retried")
-                delivery.next_at = time.time() + retry_delay(delivery.attempts, self.first_delay, self.max_delay)
-                log.info(
-                    "webhook to %s: try %d of %s event %d failed (%s)",
-                    delivery.endpoint,
-                    delivery.attempts,
-                    delivery.event_type,
-                    delivery.sequence,
-                    error,
-                    extra={"session_id": delivery.session_id},
-                )
                 self._submit(self.outbox.retry_later, delivery)
         finally:
             self._workers.pop(key, None)
@@ -259,8 +382,9 @@ class WebhookDispatcher:
                 self._queues.pop(key, None)
 
     def _done(self, queue: list[Delivery], delivery: Delivery, outcome: str) -> None:
-        queue.pop(0)
+        del queue[next(i for i, d in enumerate(queue) if d is delivery)]
         self._queued.discard(delivery.key)
+        self._depth[delivery.endpoint] -= 1
         self.metrics.webhook_delivery(outcome)
 
     async def _post(self, delivery: Delivery) -> str | None:
@@ -276,24 +400,36 @@ class WebhookDispatcher:
             "webhook-signature": self.signer.sign(message_id, now, delivery.payload),
         }
         try:
-            response = await self._client.post(delivery.endpoint, content=delivery.payload.encode(), headers=headers)
+            # The whole try: httpx's timeout bounds each read, not a receiver that trickles.
+            async with asyncio.timeout(self.timeout):
+                response = await self._client.post(
+                    delivery.endpoint, content=delivery.payload.encode(), headers=headers
+                )
+        except TimeoutError:
+            return f"no whole answer within {self.timeout:g} s"
         except Exception as exc:  # any failure of a try is the receiver's, never the worker's end
-            return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            return scrubbed(text, delivery.endpoint)
         if 200 <= response.status_code < 300:
             return None
         return f"HTTP {response.status_code}"
 
     # ---- the outbox's thread ----------------------------------------------------------------
-    def _submit(self, method: Callable[..., Any], *args: Any) -> None:
-        """Run an outbox write on its thread, in order; a failure is logged (the delivery stays queued)."""
+    def _submit(self, method: Callable[..., Any], *args: Any, then: Callable[[Any], None] | None = None) -> None:
+        """Run an outbox write on its thread, in order; a failure is logged (the delivery stays queued);
+        ``then`` gets the result."""
         future = asyncio.get_running_loop().run_in_executor(self._executor, method, *args)
         self._pending_io.add(future)
-        future.add_done_callback(self._written)
+        future.add_done_callback(lambda done: self._written(done, then))
 
-    def _written(self, future: asyncio.Future[Any]) -> None:
+    def _written(self, future: asyncio.Future[Any], then: Callable[[Any], None] | None) -> None:
         self._pending_io.discard(future)
-        if not future.cancelled() and future.exception() is not None:
+        if future.cancelled():
+            return
+        if future.exception() is not None:
             log.error("webhook outbox write failed: %s", future.exception())
+        elif then is not None and future.result():
+            then(future.result())
 
     async def _io(self, method: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, method, *args)

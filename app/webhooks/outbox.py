@@ -1,8 +1,10 @@
 """The webhook outbox: deliveries not yet made, kept so that a crash or a restart loses none.
 
 ``OutboxStore`` is what the dispatcher needs from a backend; ``SqliteOutbox``
-(``app/webhooks/sqlite_outbox.py``) keeps it in the data dir. Every method may block: the
-dispatcher calls them on a thread of its own, one at a time, in the order it issued them.
+(``app/webhooks/sqlite_outbox.py``) keeps it in the data dir of a single bridge, ``PostgresOutbox``
+(``app/webhooks/postgres_outbox.py``) in a fleet's database, where any live bridge takes over what a
+dead one left. Every method may block: the dispatcher calls them on a thread of its own, one at a
+time, in the order it issued them.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ class Delivery:
 
 
 class OutboxStore(Protocol):
+    # Seconds between two ``rescue`` calls; 0: the outbox has nothing to rescue (one bridge).
+    rescue_interval: float
+
     def open(self) -> bool:
         """Acquire the storage; True when it was just created (it has seen no session yet)."""
 
@@ -46,8 +51,10 @@ class OutboxStore(Protocol):
     def set_marks(self, marks: dict[str, int]) -> None:
         """Sessions the outbox must not look at before these sequences (those older than itself)."""
 
-    def add(self, deliveries: list[Delivery]) -> None:
-        """Keep these deliveries (one already kept is left as it is) and advance their sessions' marks."""
+    def add(self, deliveries: list[Delivery]) -> list[Delivery]:
+        """Keep these deliveries (one already kept is left as it is) and advance their sessions' marks.
+        Returns deliveries of earlier events the outbox found missing meanwhile (committed by a
+        bridge that died before it kept them), kept now too, for the caller to queue."""
 
     def delivered(self, delivery: Delivery) -> None:
         """The delivery was accepted: forget it."""
@@ -57,5 +64,12 @@ class OutboxStore(Protocol):
 
     def failed(self, delivery: Delivery, reason: str) -> None:
         """No more tries: kept as failed (for an operator), never delivered again."""
+
+    def prune(self, before: float) -> int:
+        """Delete the deliveries that failed before ``before`` (a ``time.time()``); how many."""
+
+    def rescue(self) -> list[Delivery]:
+        """What dead bridges left (a fleet): their pending deliveries, and those of events they
+        committed but never kept, now this bridge's to deliver."""
 
     def close(self) -> None: ...

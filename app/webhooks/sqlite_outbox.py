@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS marks (
 
 class SqliteOutbox:
     FILENAME = "webhooks.sqlite3"
+    rescue_interval = 0.0  # one bridge: nothing to take over
 
     def __init__(self, directory: Path) -> None:
         self.path = directory / self.FILENAME
@@ -67,7 +68,7 @@ class SqliteOutbox:
             self.conn.execute("BEGIN")
             self._advance(marks)
 
-    def add(self, deliveries: list[Delivery]) -> None:
+    def add(self, deliveries: list[Delivery]) -> list[Delivery]:
         marks: dict[str, int] = {}
         for delivery in deliveries:
             marks[delivery.session_id] = max(marks.get(delivery.session_id, 0), delivery.sequence)
@@ -82,6 +83,7 @@ class SqliteOutbox:
                 ],
             )
             self._advance(marks)
+        return []  # (what a crash left is found at start, from the marks)
 
     def _advance(self, marks: dict[str, int]) -> None:
         self.conn.executemany(
@@ -105,6 +107,14 @@ class SqliteOutbox:
             "WHERE endpoint = ? AND session_id = ? AND sequence = ?",
             (delivery.attempts, reason, time.time(), *delivery.key),
         )
+
+    def prune(self, before: float) -> int:
+        return self.conn.execute(
+            "DELETE FROM deliveries WHERE failed IS NOT NULL AND failed_at < ?", (before,)
+        ).rowcount
+
+    def rescue(self) -> list[Delivery]:
+        return []
 
     def close(self) -> None:
         if self._conn is not None:

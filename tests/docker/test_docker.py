@@ -1,5 +1,6 @@
-"""The Docker image builds and serves a mock session. `.ci/run` runs the smoke script itself (it takes
-minutes); ACP_BRIDGE_TEST_DOCKER=1 runs it from the suite too (root, Debian)."""
+"""The Docker image builds and serves a mock session, and the fleet's compose file runs. `.ci/run` runs
+both scripts itself (they take minutes); ACP_BRIDGE_TEST_DOCKER=1 runs them from the suite too (root,
+Debian)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,11 @@ from pathlib import Path
 import pytest
 
 SMOKE = Path(__file__).with_name("smoke.sh")
+FLEET = Path(__file__).with_name("fleet.sh")
+OPT_IN = pytest.mark.skipif(
+    os.environ.get("ACP_BRIDGE_TEST_DOCKER") != "1",
+    reason="the Docker scripts run from .ci/run; ACP_BRIDGE_TEST_DOCKER=1 runs them here too",
+)
 
 
 @pytest.mark.skipif(
@@ -18,5 +24,12 @@ SMOKE = Path(__file__).with_name("smoke.sh")
 )
 def test_docker_image_smoke() -> None:
     result = subprocess.run(["bash", str(SMOKE)], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert " passed, 0 failed" in result.stdout and "NOTICE" not in result.stdout
+
+
+@OPT_IN
+def test_the_fleet_compose_file() -> None:
+    result = subprocess.run(["bash", str(FLEET)], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     assert " passed, 0 failed" in result.stdout and "NOTICE" not in result.stdout

@@ -47,7 +47,9 @@ class Fleet:
     database_url: str
     bridges: list[Bridge]
 
-    def start(self, name: str, port: int | None = None) -> Bridge:
+    def start(
+        self, name: str, port: int | None = None, *, token: str | None = TOKEN, advertise: str | None = None
+    ) -> Bridge:
         port = port or free_port()
         home = self.tmp / name
         home.mkdir(exist_ok=True)
@@ -63,8 +65,8 @@ class Fleet:
             "--database-url",
             self.database_url,
             "--advertise-url",
-            f"http://127.0.0.1:{port}",
-            token=TOKEN,
+            advertise or f"http://127.0.0.1:{port}",
+            token=token,
             port=port,
             data_dir=home / "data",
             env={
@@ -220,6 +222,11 @@ def test_a_session_outlives_its_bridge(fleet: Fleet) -> None:
         client.close()
     a.proc.send_signal(signal.SIGKILL)
     a.proc.wait(10)
+    # A reply to the permission A's agent asked: it died with A, and the answer says so (legacy's 400).
+    permission_id = next(e for e in before if e["type"] == "permission.requested")["data"]["permission_id"]
+    late = cb.post(f"/v1/sessions/lasting/permissions/{permission_id}/reply", json={"reply": "once"})
+    assert late.status_code == 400, late.text
+    assert "died with the session's agent on the bridge at " + a.url in late.json()["detail"]
     send(cb, "lasting", "second message")
     after = follow(cb, "lasting", until_type("turn.ended", 3))
     history = events(cb, "lasting")
@@ -347,3 +354,130 @@ def test_a_bridge_stopped_cleanly_hands_its_sessions_over_at_once(fleet: Fleet) 
     (status,) = [s for s in status_items(history) if s["state"] == "restarted"]
     assert status["cause"] == "shutdown" and status["bridge"] == b.url
     assert "cannot be reached" not in b.log()  # nothing to wait for
+
+
+def raw_post(url: str, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, str]:
+    """A POST whose path goes on the wire exactly as written (no client folds its dot segments)."""
+    import http.client
+    import json
+
+    parsed = httpx.URL(url)
+    conn = http.client.HTTPConnection(parsed.host, parsed.port, timeout=20)
+    try:
+        conn.request("POST", path, json.dumps(body), {"content-type": "application/json", **(headers or {})})
+        response = conn.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        conn.close()
+
+
+def test_a_session_named_dot_is_messaged_through_another_bridge(fleet: Fleet) -> None:
+    a, b = fleet.start("a", token=None), fleet.start("b", token=None)
+    assert raw_post(a.url, "/v1/sessions/.", {"agent": "mock"})[0] == 200
+    status, text = raw_post(b.url, "/v1/sessions/./messages", {"message": "hello"})
+    assert status == 204, text
+    ca = a.client()
+    assert types(follow(ca, "%2E", until_type("turn.ended")))[-1] == "turn.ended"
+    # ... and nothing became a session named "messages".
+    assert "messages" not in {s["sessionId"] for s in ca.get("/v1/sessions").json()["sessions"]}
+
+
+def test_the_inspector_works_through_another_bridge_without_a_token(fleet: Fleet) -> None:
+    a, b = fleet.start("a", token=None), fleet.start("b", token=None)
+    ca, cb = a.client(), b.client()
+    create_session(ca, "seen")
+    # What a page served by B (the inspector) sends: its Origin is B's, which A never served.
+    page = {"origin": b.url, "sec-fetch-site": "same-origin"}
+    sent = cb.post("/v1/sessions/seen/messages", json={"message": "hello"}, headers=page)
+    assert sent.status_code == 204, sent.text
+    follow(cb, "seen", until_type("turn.ended"))
+    # Another site's page is still refused, by the bridge it reached.
+    foreign = cb.post("/v1/sessions/seen/messages", json={"message": "x"}, headers={"origin": "http://evil.test"})
+    assert foreign.status_code == 403
+
+
+def test_bridges_with_another_token_or_the_same_address_refuse_to_start(fleet: Fleet) -> None:
+    port_a = free_port()
+    a = fleet.start("a", port_a)
+    with pytest.raises(RuntimeError, match=f"the bridge at {a.url} on this database has another token"):
+        fleet.start("b", token="another-token")
+    with pytest.raises(RuntimeError, match="has a token and this one has none"):
+        fleet.start("c", token=None)
+    with pytest.raises(RuntimeError, match=rf"another bridge on this machine \(pid {a.proc.pid}\) already advertises"):
+        fleet.start("d", advertise=a.url)
+    # Nothing of theirs is registered: A alone is, and serves.
+    with psycopg.connect(fleet.database_url) as conn:
+        rows = conn.execute("SELECT url FROM bridges WHERE expires > now()").fetchall()
+    assert rows == [(a.url,)]
+    assert a.client().get("/v1/sessions").status_code == 200
+
+
+def test_requests_are_forwarded_only_to_an_advertised_address(fleet: Fleet) -> None:
+    a, b = fleet.start("a"), fleet.start("b")
+    create_session(a.client(), "pinned")
+    with psycopg.connect(fleet.database_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE leases SET owner = 'http://127.0.0.1:9/steal?x=', expires = now() + interval '1 hour'"
+            " WHERE session_id = 'pinned'"
+        )
+    sent = b.client().post("/v1/sessions/pinned/messages", json={"message": "hello"})
+    assert sent.status_code == 502, sent.text
+    assert "an address no bridge of the fleet advertised" in sent.text
+    assert "which no bridge advertised; not forwarded" in b.log()
+
+
+def test_a_missing_data_dir_is_made_with_a_database_and_webhooks(tmp_path: Path, database_url: str) -> None:
+    data = tmp_path / "not" / "yet"
+    port = free_port()
+    env = {"ACP_BRIDGE_WEBHOOK_URL": "http://127.0.0.1:9/hook", "ACP_BRIDGE_WEBHOOK_SECRET": "whsec_" + "A" * 44}
+    bridge = start_bridge(
+        tmp_path,
+        "--database-url",
+        database_url,
+        "--advertise-url",
+        f"http://127.0.0.1:{port}",
+        port=port,
+        data_dir=data,
+        env=env,
+    )
+    try:
+        assert data.is_dir() and data.stat().st_mode & 0o777 == 0o700
+        create_session(bridge.client(), "made")
+    finally:
+        bridge.stop()
+
+
+def test_an_address_registered_on_another_machine_is_watched_until_it_expires(fleet: Fleet) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    register = (
+        "INSERT INTO bridges (url, instance, host, pid, token, expires) VALUES (%s, 'other', 'elsewhere boot ns', 7,"
+        " %s, now() + interval '2 seconds') ON CONFLICT (url) DO UPDATE SET expires = EXCLUDED.expires"
+    )
+    from app.sessions.fleet import token_digest
+
+    with psycopg.connect(fleet.database_url, autocommit=True) as conn:
+        fleet.start("first", free_port())  # (the schema)
+        conn.execute(register, (url, token_digest(TOKEN)))
+        # Renewed meanwhile: a live bridge there has the address.
+        stop = threading.Event()
+
+        def renew() -> None:
+            with psycopg.connect(fleet.database_url, autocommit=True) as renewing:
+                while not stop.wait(0.5):
+                    renewing.execute(register, (url, token_digest(TOKEN)))
+
+        renewer = threading.Thread(target=renew, daemon=True)
+        renewer.start()
+        try:
+            with pytest.raises(RuntimeError, match=rf"a live bridge on elsewhere \(pid 7\) already advertises {url}"):
+                fleet.start("second", port)
+        finally:
+            stop.set()
+            renewer.join(10)
+        # Not renewed: it was this address's bridge before a crash; the new one starts once it expired.
+        conn.execute(register, (url, token_digest(TOKEN)))
+        bridge = fleet.start("second", port)
+        assert "waiting to see whether it is alive" in bridge.log()
+        row = conn.execute("SELECT instance, host FROM bridges WHERE url = %s", (url,)).fetchone()
+        assert row is not None and row[0] != "other" and row[1] != "elsewhere boot ns"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import os
+import select
 import signal
 import socket
 import sqlite3
@@ -48,6 +49,7 @@ class Receiver:
     """An HTTP server that verifies each webhook and answers ``answer(webhook_id, attempt)``."""
 
     answer: Callable[[str, int], int] = lambda _id, _attempt: 200
+    host: str = "127.0.0.1"
     received: list[Received] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)  # bodies whose signature did not verify
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -82,8 +84,8 @@ class Receiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.server = ThreadingHTTPServer((self.host, 0), Handler)
+        self.url = f"http://{self.host}:{self.server.server_address[1]}/hook"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:
@@ -341,3 +343,115 @@ def test_a_slow_receiver_does_not_slow_the_session(tmp_path: Path, receiver: Rec
     finally:
         release.set()
         bridge.stop()
+
+
+class Trickler:
+    """A receiver that reads a request whole, then answers one byte every ``every`` seconds; it
+    records how long each connection stayed open."""
+
+    def __init__(self, every: float = 3.0) -> None:
+        self.every = every
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.held: list[float] = []  # seconds each connection was held, once closed
+        self.requests = 0
+        self.stopped = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        started = time.monotonic()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            head, body = data.split(b"\r\n\r\n", 1)
+            length = next(
+                int(v)
+                for k, v in (line.split(b":", 1) for line in head.split(b"\r\n")[1:])
+                if k.lower() == b"content-length"
+            )
+            while len(body) < length:
+                body += conn.recv(65536)
+            self.requests += 1
+            answer = b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n" + b"x" * 100
+            try:
+                for byte in answer:
+                    conn.sendall(bytes([byte]))
+                    # Until the next byte is due: the bridge closing the connection ends it.
+                    readable, _, _ = select.select([conn], [], [], self.every)
+                    if self.stopped.is_set() or (readable and not conn.recv(1)):
+                        return
+            except OSError:
+                pass  # the bridge gave up the try: what is measured
+            finally:
+                self.held.append(time.monotonic() - started)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.sock.close()
+
+
+def test_a_trickling_receiver_delays_only_its_own_deliveries(tmp_path: Path, receiver: Receiver) -> None:
+    trickler = Trickler(every=1.0)  # each byte within the timeout, the whole answer in 100 s
+    # Its URL carries credentials and a query: neither may reach a log line.
+    slow = f"http://hook-user:pw-secret@127.0.0.1:{trickler.port}/slow?key=query-secret"
+    env = hook_env(receiver, timeout="3", retry_delay="30", events="session.started")
+    env["ACP_BRIDGE_WEBHOOK_URL"] = f"{slow},{receiver.url}"
+    bridge = start_bridge(tmp_path, env=env)
+    try:
+        client = bridge.client()
+        count = 12  # more than the posts one URL may have in flight
+        started = time.monotonic()
+        for n in range(count):
+            create_session(client, f"wh-trickle-{n}")
+        # The other URL gets every event within seconds, whatever the first one does.
+        assert wait_until(lambda: len(receiver.accepted()) == count, 10), receiver.received
+        assert time.monotonic() - started < 10
+        # Each try at the trickler ends at the timeout (3 s), not when its answer would (100 s).
+        assert wait_until(lambda: len(trickler.held) >= 8, 20), trickler.held
+        assert max(trickler.held) < 5, trickler.held
+        assert wait_until(lambda: "no whole answer within 3 s" in bridge.log(), 10), bridge.log()
+        log_text = bridge.log()
+        assert "pw-secret" not in log_text and "query-secret" not in log_text and "hook-user" not in log_text
+        assert f"http://***@127.0.0.1:{trickler.port}/slow?***" in log_text
+        # Failures are said at warning, at most one line a minute per URL.
+        assert log_text.count("/slow?***: try 1 of") == 1, log_text
+    finally:
+        bridge.stop()
+        trickler.stop()
+
+
+def test_failed_deliveries_are_pruned_after_their_retention(tmp_path: Path, receiver: Receiver) -> None:
+    data = tmp_path / "data"
+    bridge = start_bridge(tmp_path, env=hook_env(receiver), data_dir=data)
+    bridge.stop()
+    day = 86400
+    with closing(sqlite3.connect(data / "webhooks.sqlite3")) as db, db:
+        for sequence, age in ((1, 8 * day), (2, 6 * day)):
+            db.execute(
+                "INSERT INTO deliveries (endpoint, session_id, sequence, event_type, payload, attempts, failed,"
+                " failed_at) VALUES (?, 'old', ?, 'turn.ended', '{}', 10, 'HTTP 500', ?)",
+                (receiver.url, sequence, time.time() - age),
+            )
+    again = start_bridge(tmp_path, env=hook_env(receiver), data_dir=data)  # retention: 7 days by default
+    try:
+
+        def left() -> list[int]:
+            with closing(sqlite3.connect(f"file:{data / 'webhooks.sqlite3'}?mode=ro", uri=True)) as db:
+                return [row[0] for row in db.execute("SELECT sequence FROM deliveries ORDER BY sequence")]
+
+        assert wait_until(lambda: left() == [2], 10), left()
+        assert receiver.received == []  # a failed delivery is never tried again
+    finally:
+        again.stop()

@@ -34,10 +34,16 @@ def test_private_data_dir_lifecycle_and_stale_ones(monkeypatch: pytest.MonkeyPat
     assert not path.exists()
 
 
-def test_a_configured_data_dir_is_left_alone(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path / "data")
-    datadir.prepare(settings)
-    assert not (tmp_path / "data").exists()  # made by the event store when it opens
-    (tmp_path / "data").mkdir()
+def test_a_configured_data_dir_is_made_when_missing_and_kept(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "a" / "data")
+    datadir.prepare(settings)  # whatever store keeps the events (a fleet's: the database)
+    assert (tmp_path / "a" / "data").is_dir() and (tmp_path / "a" / "data").stat().st_mode & 0o777 == 0o700
+    datadir.prepare(settings)  # one that exists is left as it is
     datadir.remove(settings)
-    assert (tmp_path / "data").exists()
+    assert (tmp_path / "a" / "data").exists()
+
+
+def test_a_data_dir_that_cannot_be_made_is_said_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OSError, match=f"cannot create the data dir {tmp_path / 'file' / 'data'}"):
+        datadir.prepare(Settings(data_dir=tmp_path / "file" / "data"))
