@@ -3,7 +3,6 @@ minutes); ACP_BRIDGE_TEST_DOCKER=1 runs it from the suite too (root, Debian)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,10 +11,7 @@ import pytest
 SMOKE = Path(__file__).with_name("smoke.sh")
 
 
-@pytest.mark.skipif(
-    os.environ.get("ACP_BRIDGE_TEST_DOCKER") != "1",
-    reason="the Docker smoke test runs from .ci/run; ACP_BRIDGE_TEST_DOCKER=1 runs it here too",
-)
+@pytest.mark.usefixtures("docker")  # (skips unless ACP_BRIDGE_TEST_DOCKER=1)
 def test_docker_image_smoke() -> None:
     result = subprocess.run(["bash", str(SMOKE)], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
