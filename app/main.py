@@ -404,6 +404,12 @@ def cli(argv: Sequence[str] | None = None) -> None:
             "acp-rest-bridge: --cors-allow-origin '*' is not supported: list each allowed origin "
             "(e.g. -O http://localhost:5173), repeating the flag"
         )
+    if settings.docs:
+        from app.api import docs
+
+        missing = docs.missing()
+        if missing:
+            sys.exit(f"acp-rest-bridge: {missing}")
     from app import serving
 
     open_files = serving.raise_open_file_limit()
