@@ -51,8 +51,8 @@ VOLUME ["/var/lib/acp-rest-bridge"]
 EXPOSE 2468
 HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=3 \
     CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('ACP_BRIDGE_PORT', '2468') + '/v1/health', timeout=2)"]
-# tini is PID 1: it forwards signals to the server and reaps the orphans of agents' children.
-# The server ends on SIGTERM by re-raising it once it has shut down; -e 143 makes that exit 0.
-ENTRYPOINT ["/usr/bin/tini", "-e", "143", "--", "/usr/local/bin/acp-rest-bridge-entrypoint"]
+# tini is PID 1: it forwards signals to the server and reaps the orphans of agents' children; the
+# server exits 0 once SIGTERM has stopped it.
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/acp-rest-bridge-entrypoint"]
 STOPSIGNAL SIGTERM
 CMD ["acp-rest-bridge", "server"]
