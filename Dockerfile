@@ -31,7 +31,8 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log \
     && useradd --create-home --uid 10001 --shell /usr/sbin/nologin bridge \
     && mkdir -p /var/lib/acp-rest-bridge /workspace \
-    && chown bridge:bridge /var/lib/acp-rest-bridge /workspace
+    && chown bridge:bridge /var/lib/acp-rest-bridge /workspace \
+    && chmod 1777 /var/lib/acp-rest-bridge /workspace
 COPY --from=build /opt/acp-rest-bridge /opt/acp-rest-bridge
 COPY docker/entrypoint.sh /usr/local/bin/acp-rest-bridge-entrypoint
 
@@ -45,6 +46,8 @@ ENV PATH=/opt/acp-rest-bridge/bin:$PATH \
 
 # The container starts as root only for the entrypoint, which runs the server as the workspace's
 # owner (or ACP_BRIDGE_UID/ACP_BRIDGE_GID; default bridge, 10001), not as root unless asked to.
+# The data dir and the workspace are writable to any user (sticky, as /tmp), so a new volume works
+# for a server started with `docker run --user` too (the entrypoint can hand nothing over then).
 # Sessions start in the server's working directory: the sandbox's workspace.
 WORKDIR /workspace
 VOLUME ["/var/lib/acp-rest-bridge"]
