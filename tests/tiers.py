@@ -193,9 +193,15 @@ def _fixture_function(name: str, item: pytest.Function) -> Any:
     (the fixtures of plugins are not the project's and reach none of its real parts)."""
     for namespace in _namespaces(item):
         for value in list(vars(namespace).values()):
-            if getattr(value, "name", None) == name and hasattr(value, "__wrapped__") and callable(value):
+            # pytest 8.4 on: a FixtureFunctionDefinition (its `name`); before, the function wrapped.
+            if callable(value) and hasattr(value, "__wrapped__") and _fixture_name(value) == name:
                 return value
     return None
+
+
+def _fixture_name(value: Any) -> str | None:
+    name = getattr(value, "name", None)
+    return name if isinstance(name, str) else getattr(value, "__name__", None)
 
 
 def _namespaces(item: pytest.Function) -> Iterator[Any]:
