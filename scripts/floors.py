@@ -106,7 +106,7 @@ def problems(stated: list[str], compiled: dict[str, tuple[str, list[str]]], own:
             why = (
                 f"required by {', '.join(others)} too: one of them asks for more"
                 if others
-                else "no release at the floor installs"
+                else "no release below it installs with the other requirements"
             )
             out.append(f"{text}: lowest-direct installs {version} ({why}); make the floor {version}")
     return out
