@@ -31,7 +31,8 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log \
     && useradd --create-home --uid 10001 --shell /usr/sbin/nologin bridge \
     && mkdir -p /var/lib/acp-rest-bridge /workspace \
-    && chown bridge:bridge /var/lib/acp-rest-bridge /workspace
+    && chown bridge:bridge /var/lib/acp-rest-bridge /workspace \
+    && chmod 1777 /var/lib/acp-rest-bridge /workspace
 COPY --from=build /opt/acp-rest-bridge /opt/acp-rest-bridge
 COPY docker/entrypoint.sh /usr/local/bin/acp-rest-bridge-entrypoint
 
@@ -45,14 +46,16 @@ ENV PATH=/opt/acp-rest-bridge/bin:$PATH \
 
 # The container starts as root only for the entrypoint, which runs the server as the workspace's
 # owner (or ACP_BRIDGE_UID/ACP_BRIDGE_GID; default bridge, 10001), not as root unless asked to.
+# The data dir and the workspace are writable to any user (sticky, as /tmp), so a new volume works
+# for a server started with `docker run --user` too (the entrypoint can hand nothing over then).
 # Sessions start in the server's working directory: the sandbox's workspace.
 WORKDIR /workspace
 VOLUME ["/var/lib/acp-rest-bridge"]
 EXPOSE 2468
 HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=3 \
     CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('ACP_BRIDGE_PORT', '2468') + '/v1/health', timeout=2)"]
-# tini is PID 1: it forwards signals to the server and reaps the orphans of agents' children.
-# The server ends on SIGTERM by re-raising it once it has shut down; -e 143 makes that exit 0.
-ENTRYPOINT ["/usr/bin/tini", "-e", "143", "--", "/usr/local/bin/acp-rest-bridge-entrypoint"]
+# tini is PID 1: it forwards signals to the server and reaps the orphans of agents' children; the
+# server exits 0 once SIGTERM has stopped it.
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/acp-rest-bridge-entrypoint"]
 STOPSIGNAL SIGTERM
 CMD ["acp-rest-bridge", "server"]

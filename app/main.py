@@ -447,6 +447,12 @@ def cli(argv: Sequence[str] | None = None) -> None:
             "acp-rest-bridge: --cors-allow-origin '*' is not supported: list each allowed origin "
             "(e.g. -O http://localhost:5173), repeating the flag"
         )
+    if settings.docs:
+        from app.api import docs
+
+        missing = docs.missing()
+        if missing:
+            sys.exit(f"acp-rest-bridge: {missing}")
     from app import serving
 
     open_files = serving.raise_open_file_limit()
@@ -499,11 +505,13 @@ def cli(argv: Sequence[str] | None = None) -> None:
     )
     server = uvicorn.Server(config)
     services.stopping = lambda: server.should_exit
-    # uvicorn stops gracefully on SIGINT as on SIGTERM, then raises the signal again with the handler
-    # that was there before it ran: Python's default for SIGINT would then print a KeyboardInterrupt
-    # traceback and exit 130. With the server's own handler there, Ctrl-C ends the run with status 0
-    # (and one that comes just before uvicorn takes over the signals stops the server as well).
-    signal.signal(signal.SIGINT, server.handle_exit)
+    # uvicorn stops gracefully on SIGTERM and SIGINT, then raises the signal again with the handler
+    # that was there before it ran: Python's defaults would then end the process by SIGTERM (status
+    # 143, as if killed) or print a KeyboardInterrupt traceback and exit 130. With the server's own
+    # handler there, a clean stop (docker stop, a service manager, Ctrl-C) exits with status 0 (and a
+    # signal that comes just before uvicorn takes over the signals stops the server as well).
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, server.handle_exit)
     server.run(sockets=[sock])  # the socket bound above
     if failures:
         sys.exit(f"acp-rest-bridge: {failures[0]}")

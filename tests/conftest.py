@@ -7,39 +7,28 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests import tiers
 from tests.postgres import PostgresServer, remove_postgres, start_postgres
-from tests.support import ROOT, SHARED, SHARED_MISSING, Bridge, start_bridge
+from tests.realagents.netns import Isolation, isolation, opted_out, unavailable
+from tests.support import SHARED, SHARED_MISSING, Bridge, require_npm, start_bridge
+from tests.tiers import tier_fixture
 
-# Test tiers as markers (registered in pyproject.toml, --strict-markers): what a module needs beyond
-# Python and the project. A module may also mark itself with `pytestmark`. The fast tier is
-# `-m "not (realagents or browser or docker or npm or postgres or network)"`.
-TIERS: dict[str, tuple[str, ...]] = {
-    "browser": ("tests/browser/",),
-    "docker": ("tests/docker/",),
-    "realagents": (
-        "tests/e2e/test_real_agents.py",
-        "tests/e2e/test_legacy_agents.py",
-        "tests/e2e/test_realagent_restart.py",
-    ),
-    "npm": (
-        "tests/e2e/test_install.py",
-        "tests/e2e/test_install_failfast.py",
-        "tests/e2e/test_node_on_demand.py",
-    ),
-}
+# pytester: the tiers' own tests run pytest on modules they write (tests/unit/test_tiers.py).
+pytest_plugins = ("pytester",)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        where = item.path.relative_to(ROOT).as_posix() if item.path.is_relative_to(ROOT) else ""
-        for marker, prefixes in TIERS.items():
-            if where.startswith(prefixes):
-                item.add_marker(marker)
+def pytest_configure(config: pytest.Config) -> None:
+    # Test tiers: markers from the real parts a test uses (its fixtures), checked at collection and as
+    # it runs (tests/tiers.py). The fast tier is tiers.FAST.
+    config.pluginmanager.register(tiers, "tiers")
 
 
 # Tests reach only loopback: the bridges they start list the ACP registry's snapshot and never fetch
 # the published catalog (the catalog tests point the URL at a local server).
 os.environ["ACP_BRIDGE_ACP_REGISTRY_URL"] = ""
+# and no package index but through the `pypi` fixture (tests/tiers.py: NO_PYPI).
+for _name in tiers.PYPI_VARIABLES:
+    os.environ[_name] = tiers.NO_PYPI
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +53,7 @@ def shared_dir() -> Path:
     return SHARED
 
 
-@pytest.fixture(scope="session")
+@tier_fixture("postgres", scope="session")
 def postgres() -> Iterator[PostgresServer]:
     """One real PostgreSQL server for the session's tests (each test takes its own database)."""
     server = start_postgres()
@@ -72,7 +61,43 @@ def postgres() -> Iterator[PostgresServer]:
     remove_postgres(server)
 
 
-@pytest.fixture
+@tier_fixture("postgres")
 def database_url(postgres: PostgresServer) -> str:
     """A fresh, empty database on the test PostgreSQL server."""
     return postgres.new_database()
+
+
+@tier_fixture("npm", scope="session")
+def npm() -> None:
+    """Node.js and npm on PATH (installed by the suite where missing: tests/support.py require_npm)."""
+    require_npm()
+
+
+@tier_fixture("network")
+def pypi(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The package index this machine is configured with, for this test and the processes it starts
+    (every other test gets one that refuses)."""
+    for name, value in tiers.PYPI_ENV.items():
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+
+
+@tier_fixture("realagents", scope="session")
+def netns() -> Isolation:
+    """A loopback-only network namespace for real agents and the fake LLM (fails in CI when there is
+    none; skips elsewhere, and with ACP_BRIDGE_TEST_REAL_AGENTS=0)."""
+    opted_out()
+    found = isolation()
+    if not found.available:
+        unavailable(found.reason)
+    return found
+
+
+@tier_fixture("docker")
+def docker() -> None:
+    """The Docker smoke test runs from .ci/run (it takes minutes); ACP_BRIDGE_TEST_DOCKER=1 runs it
+    from the suite too (root, Debian)."""
+    if os.environ.get("ACP_BRIDGE_TEST_DOCKER") != "1":
+        pytest.skip("the Docker smoke test runs from .ci/run; ACP_BRIDGE_TEST_DOCKER=1 runs it here too")

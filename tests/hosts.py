@@ -23,6 +23,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.tiers import real_part
+
 OPT_OUT = "ACP_BRIDGE_TEST_HOSTS"
 
 
@@ -45,6 +47,7 @@ def unavailable() -> str | None:
     return None
 
 
+@real_part("namespaces")
 def require() -> None:
     """Fail with the reason when hosts cannot be made (skip when opted out)."""
     import pytest

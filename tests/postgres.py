@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support import free_port
+from tests.tiers import real_part
 
 OPT_OUT = "ACP_BRIDGE_TEST_POSTGRES"
 
@@ -44,6 +45,7 @@ def _install() -> str | None:
     return None
 
 
+@real_part("postgres")
 def require_binaries() -> Path:
     """The directory of initdb and pg_ctl; installs them when it can, else fails (or skips when opted out)."""
     import pytest
@@ -119,6 +121,7 @@ class PostgresServer:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{name}"
 
 
+@real_part("postgres")
 def start_postgres(durable: bool = False, listen: tuple[str, ...] = ("127.0.0.1",)) -> PostgresServer:
     bin_dir = require_binaries()
     user = "postgres" if os.geteuid() == 0 else None

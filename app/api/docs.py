@@ -16,13 +16,27 @@ CSP = (
 )
 
 
+# Why /docs cannot be served; the server says it in one line before it starts (app/main.py).
+MISSING = (
+    "ACP_BRIDGE_DOCS is on, but Swagger UI for /docs needs the docs extra, which is not installed: "
+    "pip install swagger-ui-bundle (in a clone: pip install -e '.[docs]'), or unset ACP_BRIDGE_DOCS"
+)
+
+
+def missing() -> str | None:
+    """Why /docs cannot be served here (its package is not installed), or None."""
+    try:
+        import swagger_ui_bundle  # type: ignore[import-untyped]  # noqa: F401
+    except ImportError:
+        return MISSING
+    return None
+
+
 def install(app: FastAPI) -> None:
     try:
-        import swagger_ui_bundle  # type: ignore[import-untyped]
+        import swagger_ui_bundle
     except ImportError as exc:
-        raise RuntimeError(
-            "ACP_BRIDGE_DOCS needs the swagger-ui-bundle package: pip install 'acp-rest-bridge[docs]'"
-        ) from exc
+        raise RuntimeError(MISSING) from exc
     from fastapi.openapi.docs import get_swagger_ui_html
 
     app.mount(ASSETS, StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), name="docs-assets")

@@ -173,7 +173,7 @@ class BridgeMiddleware:
                 return
 
         if length is not None and length.isdigit() and int(length) > self.limit:
-            await self.on_error(PayloadTooLarge())(scope, receive, send_with_cors)
+            await self.on_error(PayloadTooLarge(self.limit))(scope, receive, send_with_cors)
             return
         if chunked:
             receive = self._counting(receive)
@@ -237,7 +237,7 @@ class BridgeMiddleware:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise PayloadTooLarge()
+                    raise PayloadTooLarge(limit)
             return message
 
         return counting_receive
@@ -303,6 +303,26 @@ def token_from_authorization(value: str | None) -> str | None:
     return None
 
 
+# The setting of the body limit (app/settings.py: body_limit), named in the 413.
+BODY_LIMIT_SETTING = "ACP_BRIDGE_BODY_LIMIT"
+
+
 class PayloadTooLarge(RequestFormatError):
-    def __init__(self) -> None:
-        super().__init__("Failed to buffer the request body: length limit exceeded", 413)
+    """413, legacy's words first, then the limit and the setting that raises it (also as the
+    ``details`` extension: ``limit`` in bytes, ``setting``)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            "Failed to buffer the request body: length limit exceeded "
+            f"(this server takes bodies up to {readable_size(limit)}, {limit} bytes; {BODY_LIMIT_SETTING} sets it)",
+            413,
+        )
+        self.details = {"limit": limit, "setting": BODY_LIMIT_SETTING}
+
+
+def readable_size(size: int) -> str:
+    """2097152 -> '2 MiB', 1536 -> '1.5 KiB', 100 -> '100 bytes'."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{size} bytes"

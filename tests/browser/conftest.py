@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.support import ROOT
+from tests.tiers import real_part, tier_fixture
 
 # Headless and quiet: no sandbox (CI runs as root), and nothing reaching out to the network by itself.
 CHROMIUM_ARGS = [
@@ -50,6 +51,7 @@ def _chromium() -> str | None:
     return "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
 
 
+@real_part("browser")
 def install_chromium() -> str | None:
     """Debian's chromium, installed with apt-get (as root); why it could not be, else None."""
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
@@ -69,7 +71,7 @@ def install_chromium() -> str | None:
 
 # Package scope: Playwright's sync API keeps an event loop running in this thread while it is
 # started, which the asyncio tests of other packages cannot share; it stops after the last test here.
-@pytest.fixture(scope="package")
+@tier_fixture("browser", scope="package")
 def browser() -> Iterator[Any]:
     if _opted_out():
         pytest.skip("browser tests opted out with ACP_BRIDGE_TEST_BROWSER=0 (unset it to run them)")

@@ -64,7 +64,7 @@ def test_every_status_maps_to_a_typed_error(response: httpx.Response, cls: type[
     assert error.status == response.status_code
 
 
-@pytest.mark.network
+@pytest.mark.usefixtures("pypi")
 def test_installs_alone_without_server_code(tmp_path: Path) -> None:
     """pip installs the client's directory into a fresh venv (httpx from the package index); the
     server's package is not there, the client imports and works."""

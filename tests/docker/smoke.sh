@@ -4,8 +4,10 @@
 # `docker stop`; then README's recipe with a host project mounted at /workspace: the server runs as
 # the project's owner, which owns the data volume too, files written through /v1/fs, by the agent and
 # by upload-batch (a hostile archive refused) belong to that owner on the host, and
-# ACP_BRIDGE_UID/ACP_BRIDGE_GID hand the same data volume to another user. Prints the image size and
-# the time taken.
+# ACP_BRIDGE_UID/ACP_BRIDGE_GID hand the same data volume to another user; a project owned by root is
+# said at start (a warning naming ACP_BRIDGE_UID) and written with ACP_BRIDGE_UID=0; `docker run
+# --user` works on a new volume (files its user's, a home of its own) and is refused, saying why and
+# what to do, on a volume it cannot write. Prints the image size and the time taken.
 #
 # Needs root on Debian: it installs docker.io and mmdebstrap with apt when they are missing and starts
 # dockerd itself (stopped again at exit). These machines reach no image registry, so the base image
@@ -37,7 +39,7 @@ fi
 
 DOCKERD_PID=
 cleanup() {
-  docker rm -f "$NAME" "$NAME-open" "$NAME-project" >/dev/null 2>&1 || true
+  docker rm -f "$NAME" "$NAME-open" "$NAME-project" "$NAME-root" "$NAME-user" "$NAME-user2" >/dev/null 2>&1 || true
   docker volume rm -f "$NAME-data" >/dev/null 2>&1 || true
   if [ -n "$DOCKERD_PID" ]; then kill "$DOCKERD_PID" 2>/dev/null || true; wait "$DOCKERD_PID" 2>/dev/null || true; fi
   rm -rf "$WORK"
@@ -142,7 +144,7 @@ stop_s=$(($(date +%s) - STOP_START))
 exit_code=$(docker inspect -f '{{.State.ExitCode}}' "$NAME")
 [ "$exit_code" = 0 ] || fail "docker stop: exit code $exit_code"
 [ "$stop_s" -lt 10 ] || fail "docker stop took ${stop_s}s (killed at the timeout)"
-ok "docker stop: exit 0 in ${stop_s}s"
+ok "docker stop: exit 0 (the server's own) in ${stop_s}s"
 
 # ---- README's recipe: a host project mounted at /workspace, a named data volume -------------------
 PROJECT="$WORK/project"
@@ -216,6 +218,67 @@ sessions=$(curl -fsS "${AUTH[@]}" "$URL/v1/sessions") || fail "sessions after th
 docker rm -f "$NAME" >/dev/null
 NAME=${NAME%-project}
 ok "ACP_BRIDGE_UID/ACP_BRIDGE_GID: the same data volume handed to another user, its sessions kept"
+
+# ---- a project owned by root: said at start with the setting that fixes it -----------------------
+# Starts a container (name, then docker run options) on the usual port and waits until it is healthy.
+start_named() {
+  local name=$1
+  shift
+  docker run -d --name "$name" -e ACP_BRIDGE_TOKEN=smoke -p "127.0.0.1:$PORT:2468" "$@" "$IMAGE" >/dev/null
+  for _ in $(seq 1 60); do curl -fsS --max-time 2 "$URL/v1/health" >/dev/null 2>&1 && break; sleep 0.5; done
+  curl -fsS --max-time 2 "$URL/v1/health" >/dev/null || { NAME=$name fail "$name did not start"; }
+}
+put_file() { curl -s -o "$WORK/put.out" -w '%{http_code}' "${AUTH[@]}" -X PUT "$URL/v1/fs/file?path=$1" --data-binary "$2"; }
+ROOT_PROJECT="$WORK/root-project"
+mkdir -p "$ROOT_PROJECT" && chmod 755 "$ROOT_PROJECT"
+start_named "$NAME-root" -v "$ROOT_PROJECT:/workspace"
+logs=$(docker logs "$NAME-root" 2>&1)
+[[ "$logs" == *"WARNING: /workspace (owner 0:0, mode 755) is not writable by the server's user 10001:10001"*"ACP_BRIDGE_UID=0"* ]] \
+  || { NAME="$NAME-root" fail "no start-up warning naming ACP_BRIDGE_UID"; }
+code=$(put_file /workspace/denied.txt x)
+[ "$code" = 502 ] && grep -q "Permission denied" "$WORK/put.out" || { NAME="$NAME-root" fail "PUT answered $code: $(cat "$WORK/put.out")"; }
+docker rm -f "$NAME-root" >/dev/null
+start_named "$NAME-root" -e ACP_BRIDGE_UID=0 -e ACP_BRIDGE_GID=0 -e ACP_BRIDGE_LOG_FORMAT=json -v "$ROOT_PROJECT:/workspace"
+! docker logs "$NAME-root" 2>&1 | grep -q "is not writable" || { NAME="$NAME-root" fail "a warning with ACP_BRIDGE_UID=0"; }
+code=$(put_file /workspace/by-root.txt x)
+[ "$code" = 200 ] && [ "$(owner "$ROOT_PROJECT/by-root.txt")" = 0:0 ] || { NAME="$NAME-root" fail "PUT as root answered $code"; }
+docker rm -f "$NAME-root" >/dev/null
+# In JSON logs the warning is a JSON record too.
+start_named "$NAME-root" -e ACP_BRIDGE_LOG_FORMAT=json -v "$ROOT_PROJECT:/workspace"
+docker logs "$NAME-root" 2>&1 | python3 -c '
+import json, sys
+records = [json.loads(line) for line in sys.stdin if line.startswith("{")]
+assert any(r["level"] == "warning" and "ACP_BRIDGE_UID" in r["message"] for r in records), records' \
+  || { NAME="$NAME-root" fail "no JSON warning record"; }
+docker rm -f "$NAME-root" >/dev/null
+ok "a root-owned project: a start-up warning naming ACP_BRIDGE_UID (else 502 Permission denied); ACP_BRIDGE_UID=0 writes it"
+
+# ---- docker run --user: works on a new volume; refused, with the way out, where it cannot write ----
+USER_PROJECT="$WORK/user-project"
+mkdir -p "$USER_PROJECT" && chown 4242:4343 "$USER_PROJECT"
+start_named "$NAME-user" --user 4242:4343 -v "$USER_PROJECT:/workspace"
+[ "$(server_uid "$NAME-user")" = 4242 ] || { NAME="$NAME-user" fail "--user: the server runs as $(server_uid "$NAME-user")"; }
+! docker logs "$NAME-user" 2>&1 | grep -q "is not writable" || { NAME="$NAME-user" fail "a warning for a writable project"; }
+code=$(put_file /workspace/by-user.txt x)
+[ "$code" = 200 ] && [ "$(owner "$USER_PROJECT/by-user.txt")" = 4242:4343 ] || { NAME="$NAME-user" fail "--user: PUT answered $code"; }
+NAME="$NAME-user" post /v1/sessions/smoke '{"agent":"mock"}' >/dev/null || { NAME="$NAME-user" fail "--user: create"; }
+post /v1/sessions/smoke/messages '{"message":"Reply with exactly the single word OK."}' || fail "--user: message"
+NAME="$NAME-user" turns 1
+home=$(docker exec "$NAME-user" sh -c 'tr "\0" "\n" < /proc/$(cut -d" " -f1 /proc/1/task/1/children)/environ | sed -n "s/^HOME=//p"')
+[ "$home" = /var/lib/acp-rest-bridge/home ] || { NAME="$NAME-user" fail "--user: HOME is '$home'"; }
+docker stop -t 10 "$NAME-user" >/dev/null
+[ "$(docker inspect -f '{{.State.ExitCode}}' "$NAME-user")" = 0 ] || { NAME="$NAME-user" fail "--user: docker stop"; }
+docker rm -f "$NAME-user" >/dev/null
+# The named volume belongs to 4545:4646 now (the handover above): another --user cannot write it.
+status=0
+docker run --name "$NAME-user2" --user 4747:4848 -v "$NAME-data:/var/lib/acp-rest-bridge" "$IMAGE" >"$WORK/user2.out" 2>&1 || status=$?
+[ "$status" = 2 ] || { cat "$WORK/user2.out"; fail "--user on a volume it cannot write: exit $status"; }
+[ "$(cat "$WORK/user2.out")" = "acp-rest-bridge: started with --user 4747:4848, which cannot write the data volume \
+/var/lib/acp-rest-bridge (owner 4545:4646): leave --user out and set -e ACP_BRIDGE_UID=4747 -e ACP_BRIDGE_GID=4848 \
+instead (the server then runs as 4747:4848 and the volume is handed over to it), or mount a data volume that \
+4747:4848 owns at /var/lib/acp-rest-bridge" ] || { cat "$WORK/user2.out"; fail "--user refused without its reason"; }
+docker rm -f "$NAME-user2" >/dev/null
+ok "--user: runs as that user on a new volume (files its own, a home in the volume, exit 0 on stop); refused in one line on a volume it cannot write"
 
 # ---- without a token on 0.0.0.0: a loud warning --------------------------------------------------
 docker run -d --name "$NAME-open" -e ACP_BRIDGE_ACP_REGISTRY_URL= "$IMAGE" >/dev/null

@@ -4,7 +4,6 @@ Debian)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,23 +11,16 @@ import pytest
 
 SMOKE = Path(__file__).with_name("smoke.sh")
 FLEET = Path(__file__).with_name("fleet.sh")
-OPT_IN = pytest.mark.skipif(
-    os.environ.get("ACP_BRIDGE_TEST_DOCKER") != "1",
-    reason="the Docker scripts run from .ci/run; ACP_BRIDGE_TEST_DOCKER=1 runs them here too",
-)
 
 
-@pytest.mark.skipif(
-    os.environ.get("ACP_BRIDGE_TEST_DOCKER") != "1",
-    reason="the Docker smoke test runs from .ci/run; ACP_BRIDGE_TEST_DOCKER=1 runs it here too",
-)
+@pytest.mark.usefixtures("docker")  # (skips unless ACP_BRIDGE_TEST_DOCKER=1)
 def test_docker_image_smoke() -> None:
     result = subprocess.run(["bash", str(SMOKE)], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     assert " passed, 0 failed" in result.stdout and "NOTICE" not in result.stdout
 
 
-@OPT_IN
+@pytest.mark.usefixtures("docker")  # (skips unless ACP_BRIDGE_TEST_DOCKER=1)
 def test_the_fleet_compose_file() -> None:
     result = subprocess.run(["bash", str(FLEET)], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -30,7 +30,6 @@ from tests.support import (
     Bridge,
     create_session,
     refused_port,
-    require_npm,
     send,
     serving,
     start_bridge,
@@ -315,8 +314,8 @@ def test_a_checksum_mismatch_fails_the_install(bridge: Bridge) -> None:
     assert [p.name for p in leftovers if "badsum" in p.name] == []
 
 
+@pytest.mark.usefixtures("npm")
 def test_an_npx_agent_is_installed_with_npm_and_run(bridge: Bridge) -> None:
-    require_npm()
     client = bridge.client()
     # A create installs a missing agent, in the version it asks for (npm's error when there is none).
     response = client.post("/v1/sessions/npx-old", json={"agent": "probe-npx", "agentVersion": "9.9.9"})
@@ -330,6 +329,7 @@ def test_an_npx_agent_is_installed_with_npm_and_run(bridge: Bridge) -> None:
     assert _turn(client, "npx", "probe-npx") == "OK"
 
 
+@pytest.mark.usefixtures("pypi")  # set up before the bridge, which inherits it
 def test_a_uvx_agent_is_installed_with_uv_and_run(bridge: Bridge, served: Served) -> None:
     """No uv on PATH: the bridge installs uv from PyPI with pip (a real part: PyPI must be reachable),
     then `uv tool install`s the agent's package from the local index."""

@@ -19,7 +19,7 @@ from tests.e2e.test_install_failfast import (  # noqa: F401 (silent_registry: a 
     npm_env,
     silent_registry,
 )
-from tests.support import Bridge, require_npm, start_bridge, wait_until
+from tests.support import Bridge, start_bridge, wait_until
 from tests.unit.test_fs import make_tar
 
 
@@ -83,8 +83,11 @@ def test_temporary_files_of_writes_and_uploads_cut_by_kill_9_are_removed_at_the_
         bridge.stop()
 
 
-def test_an_install_cut_by_kill_9_is_ended_and_removed_at_the_next_start(tmp_path: Path, silent_registry: str) -> None:  # noqa: F811
-    require_npm()
+def test_an_install_cut_by_kill_9_is_ended_and_removed_at_the_next_start(
+    tmp_path: Path,
+    silent_registry: str,  # noqa: F811
+    npm: None,
+) -> None:
     data = tmp_path / "data"
     env = npm_env(tmp_path, silent_registry)
     bridge = start_bridge(tmp_path, data_dir=data, env=env)

@@ -25,7 +25,7 @@ from tests.hosts import Host, Hosts, require
 from tests.postgres import PostgresServer, remove_postgres, start_postgres
 from tests.support import Bridge, create_session, events, send, start_bridge, until_type, wait_for_events, wait_until
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.namespaces]
 
 TOKEN = "hosts-token"
 PORT = 2468  # every host has its own network: the same port on each

@@ -27,7 +27,6 @@ from tests.support import (
     ROOT,
     Bridge,
     create_session,
-    require_npm,
     send,
     serving,
     start_bridge,
@@ -35,10 +34,7 @@ from tests.support import (
     wait_for_events,
 )
 
-
-@pytest.fixture(autouse=True)
-def _npm() -> None:
-    require_npm()
+pytestmark = pytest.mark.usefixtures("npm")
 
 
 PACKAGE = "@agentclientprotocol/claude-agent-acp"

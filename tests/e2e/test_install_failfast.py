@@ -16,12 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import Bridge, refused_port, require_npm, start_bridge, wait_until
+from tests.support import Bridge, refused_port, start_bridge, wait_until
 
-
-@pytest.fixture(autouse=True)
-def _npm() -> None:
-    require_npm()
+pytestmark = pytest.mark.usefixtures("npm")
 
 
 def npm_env(tmp_path: Path, registry: str) -> dict[str, str]:

@@ -1,5 +1,5 @@
-"""Ctrl-C (SIGINT) stops a real server as SIGTERM does: its agents ended, every event it showed on
-disk, no traceback, and exit status 0."""
+"""SIGTERM (`docker stop`, a service manager) and Ctrl-C (SIGINT) stop a real server cleanly: its
+agents ended, every event it showed on disk, no traceback, and exit status 0."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import signal
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+
+import pytest
 
 from tests.support import (
     create_session,
@@ -20,18 +22,19 @@ from tests.support import (
 )
 
 
-def test_sigint_stops_the_server_cleanly(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_the_server_cleanly_with_status_0(tmp_path: Path, sig: signal.Signals) -> None:
     data = tmp_path / "data"
     bridge = start_bridge(tmp_path, data_dir=data)
     try:
         client = bridge.client()
-        create_session(client, "ctrl-c")
-        send(client, "ctrl-c", "Reply with exactly the single word OK.")
-        wait_for_events(client, "ctrl-c", until_type("turn.ended"))
-        shown = len(events(client, "ctrl-c"))
+        create_session(client, "stopped")
+        send(client, "stopped", "Reply with exactly the single word OK.")
+        wait_for_events(client, "stopped", until_type("turn.ended"))
+        shown = len(events(client, "stopped"))
         agents = descendants(bridge.proc.pid)
         assert agents, "the mock agent runs as a child of the server"
-        bridge.proc.send_signal(signal.SIGINT)
+        bridge.proc.send_signal(sig)
         assert bridge.proc.wait(20) == 0, bridge.log()
     finally:
         bridge.stop()
@@ -44,6 +47,6 @@ def test_sigint_stops_the_server_cleanly(tmp_path: Path) -> None:
     # The next server on the data dir finds the session, every event of it, and nothing to recover.
     again = start_bridge(tmp_path, data_dir=data)
     try:
-        assert len(events(again.client(), "ctrl-c")) >= shown
+        assert len(events(again.client(), "stopped")) >= shown
     finally:
         again.stop()

@@ -25,6 +25,9 @@ from tests.realagents.netns import driver_report
 DRIVER_TIMEOUT = 600.0
 PLAN_PREFIX = "Make a plan before acting."
 
+# Real agents from npm in a loopback-only network namespace (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("netns", "npm")
+
 
 @pytest.fixture(scope="module", params=["codex", "claude", "opencode"])
 def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:

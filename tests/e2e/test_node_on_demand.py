@@ -14,6 +14,9 @@ import pytest
 from tests.e2e.test_install import DEFAULT_VERSION, Registry, registry  # noqa: F401  (the registry fixture)
 from tests.support import Bridge, create_session, send, start_bridge, until_type, wait_for_events
 
+# The bridge installs Node.js from PyPI (the index set up before the bridge, which inherits it) and runs its npm.
+pytestmark = [pytest.mark.usefixtures("pypi"), pytest.mark.npm]
+
 
 @pytest.fixture
 def bridge(tmp_path: Path, registry: Registry) -> Iterator[Bridge]:  # noqa: F811

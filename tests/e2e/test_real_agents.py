@@ -22,6 +22,9 @@ from tests.realagents.netns import driver_report, isolation, opted_out, unavaila
 
 DRIVER_TIMEOUT = 240.0
 
+# Real agents from npm in a loopback-only network namespace (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("netns", "npm")
+
 
 def run_driver(agent: str, out: Path, extra: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     opted_out()

@@ -27,6 +27,9 @@ from tests.realagents.restart import MESSAGES
 DRIVER_TIMEOUT = 300.0
 META = "sandbox-agent/resume"
 
+# Real agents from npm in a loopback-only network namespace (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("netns", "npm")
+
 
 @pytest.fixture(scope="module", params=["session/resume", "session/load"], ids=["resume", "load"])
 def report(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:

@@ -21,6 +21,9 @@ from tests.realagents.registry_agent import AGENT, catalog_version
 
 DRIVER_TIMEOUT = 300.0
 
+# Real agents from npm in a loopback-only network namespace (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("netns", "npm")
+
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import PROBES, ExitedError, free_port, require_npm, started_url, wait_until
+from tests.support import PROBES, ExitedError, free_port, started_url, wait_until
 
 BIN = Path(sys.executable).with_name("acp-rest-bridge")
 SANDBOX_AGENT = Path(sys.executable).with_name("sandbox-agent")
@@ -156,12 +156,12 @@ def sdk_start(project: Path, env: dict[str, str]) -> dict[str, object]:
 
 
 def sdk_env(tmp: Path, **extra: str) -> dict[str, str]:
-    require_npm()  # Node.js comes with it (installed by the suite where missing)
     (tmp / "home").mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ACP_BRIDGE_", "SANDBOX_AGENT_"))}
     return env | {"HOME": str(tmp / "home"), "TMPDIR": str(tmp), **extra}
 
 
+@pytest.mark.usefixtures("npm")  # node runs the SDK
 def test_sandbox_agent_bin_finds_the_bridge_before_the_legacy_cli(tmp_path: Path) -> None:
     project, marker = tmp_path / "project", tmp_path / "legacy-started"
     legacy = legacy_cli(project, marker)
@@ -175,6 +175,7 @@ def test_sandbox_agent_bin_finds_the_bridge_before_the_legacy_cli(tmp_path: Path
     assert marker.exists()
 
 
+@pytest.mark.usefixtures("npm")
 def test_the_sandbox_agent_command_on_path_is_the_bridge(tmp_path: Path) -> None:
     if not SANDBOX_AGENT.exists():
         pytest.fail(f"{SANDBOX_AGENT} is missing: install the project (pip install -e .)")

@@ -29,6 +29,7 @@ from tests.support import (
     wait_for_events,
     wait_until,
 )
+from tests.tiers import real_part
 
 
 def _agents_file(tmp: Path) -> Path:
@@ -100,6 +101,7 @@ def test_an_agent_splitting_an_emoji_breaks_nothing_and_the_emoji_is_whole(tmp_p
 SMALL_FS = 4 * 1024 * 1024
 
 
+@real_part("namespaces")
 def _namespaced(tmp: Path) -> tuple[list[str], str]:
     """A command prefix that runs the bridge in its own mount namespace with a small tmpfs at
     ``tmp/small`` (gone with the namespace); or the reason it cannot be made here."""
@@ -153,6 +155,7 @@ def _timed(call: Any) -> tuple[httpx.Response, float]:
     return response, time.monotonic() - started
 
 
+@pytest.mark.namespaces  # a small tmpfs in a mount namespace
 def test_a_full_disk_is_loud_bounded_and_recovered_from(tmp_path: Path) -> None:
     prefix, reason = _namespaced(tmp_path)
     if not prefix:

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.tiers import real_part
+
 INSTALL_TIMEOUT = 300.0
 # Variables that would point an agent at a real service or account: never passed on.
 SCRUBBED_PREFIXES = ("ANTHROPIC", "CLAUDE", "OPENAI", "CODEX", "GEMINI", "GOOGLE", "OPENCODE", "AMP_")
@@ -208,6 +210,7 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+@real_part("realagents")
 def install(recipe: AgentRecipe, root: Path | None = None, timeout: float = INSTALL_TIMEOUT) -> list[str]:
     """Install ``recipe`` (once; later calls reuse it) and return the argv that starts the agent."""
     root = root or cache_root()

@@ -45,6 +45,7 @@ from tests.realagents.fake_llm import FakeLLMServer
 from tests.realagents.netns import isolation, opted_out, run_driver, unavailable
 from tests.realagents.record import GOLDEN, normalise
 from tests.support import Bridge, iter_sse, start_bridge
+from tests.tiers import real_part
 
 TURN_TIMEOUT = 90.0
 STEPS = "[scenario:{steps} dir={dir}] Follow the scripted steps."
@@ -417,6 +418,7 @@ def record_transcript(agent: str, root: Path) -> Path:
     return target
 
 
+@real_part("realagents")
 def install_outside(agent: str, version: str, timeout: float = 600.0) -> dict[str, Any]:
     """``POST /v1/agents/{agent}/install`` on a bridge outside the namespace (npm needs the registry),
     into the kept install dir; the driver's own install call then finds the agent installed."""

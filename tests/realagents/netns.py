@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from tests.realagents.agents import scrubbed_environ
+from tests.tiers import real_part
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,6 +84,7 @@ def _wrapper(python: str) -> list[str]:
     return [python, "-m", "tests.realagents.netns", "--"]
 
 
+@real_part("realagents")
 @functools.cache
 def isolation(python: str = sys.executable) -> Isolation:
     unshare = shutil.which("unshare")
