@@ -530,7 +530,19 @@ UniversalEventData: TypeAlias = (
 )
 
 
-class UniversalEvent(TypedDict):
+class ProblemDetails(TypedDict):
+    type: str
+    title: str
+    status: int
+    detail: NotRequired[str]
+    instance: NotRequired[str]
+
+
+class SessionStartedEvent(TypedDict):
+    """
+    An event of type `session.started`.
+    """
+
     event_id: str
     sequence: int
     time: str
@@ -538,19 +550,235 @@ class UniversalEvent(TypedDict):
     native_session_id: NotRequired[str]
     synthetic: bool
     source: EventSource
-    type: UniversalEventType
-    data: UniversalEventData
+    type: Literal["session.started"]
+    data: SessionStartedData
     raw: NotRequired[Any]
+
+
+class SessionEndedEvent(TypedDict):
+    """
+    An event of type `session.ended`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str]
+    synthetic: bool
+    source: EventSource
+    type: Literal["session.ended"]
+    data: SessionEndedData
+    raw: NotRequired[Any]
+
+
+class TurnStartedEvent(TypedDict):
+    """
+    An event of type `turn.started`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str]
+    synthetic: bool
+    source: EventSource
+    type: Literal["turn.started"]
+    data: TurnEventData
+    raw: NotRequired[Any]
+
+
+class TurnEndedEvent(TypedDict):
+    """
+    An event of type `turn.ended`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str]
+    synthetic: bool
+    source: EventSource
+    type: Literal["turn.ended"]
+    data: TurnEventData
+    raw: NotRequired[Any]
+
+
+class ItemStartedEvent(TypedDict):
+    """
+    An event of type `item.started`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str]
+    synthetic: bool
+    source: EventSource
+    type: Literal["item.started"]
+    data: ItemEventData
+    raw: NotRequired[Any]
+
+
+class ItemDeltaEvent(TypedDict):
+    """
+    An event of type `item.delta`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str]
+    synthetic: bool
+    source: EventSource
+    type: Literal["item.delta"]
+    data: ItemDeltaData
+    raw: NotRequired[Any]
+
+
+class ItemCompletedEvent(TypedDict):
+    """
+    An event of type `item.completed`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str]
+    synthetic: bool
+    source: EventSource
+    type: Literal["item.completed"]
+    data: ItemEventData
+    raw: NotRequired[Any]
+
+
+class ErrorEvent(TypedDict):
+    """
+    An event of type `error`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str]
+    synthetic: bool
+    source: EventSource
+    type: Literal["error"]
+    data: ErrorData
+    raw: NotRequired[Any]
+
+
+class PermissionRequestedEvent(TypedDict):
+    """
+    An event of type `permission.requested`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str]
+    synthetic: bool
+    source: EventSource
+    type: Literal["permission.requested"]
+    data: PermissionEventData
+    raw: NotRequired[Any]
+
+
+class PermissionResolvedEvent(TypedDict):
+    """
+    An event of type `permission.resolved`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str]
+    synthetic: bool
+    source: EventSource
+    type: Literal["permission.resolved"]
+    data: PermissionEventData
+    raw: NotRequired[Any]
+
+
+class QuestionRequestedEvent(TypedDict):
+    """
+    An event of type `question.requested`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str]
+    synthetic: bool
+    source: EventSource
+    type: Literal["question.requested"]
+    data: QuestionEventData
+    raw: NotRequired[Any]
+
+
+class QuestionResolvedEvent(TypedDict):
+    """
+    An event of type `question.resolved`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str]
+    synthetic: bool
+    source: EventSource
+    type: Literal["question.resolved"]
+    data: QuestionEventData
+    raw: NotRequired[Any]
+
+
+class AgentUnparsedEvent(TypedDict):
+    """
+    An event of type `agent.unparsed`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str]
+    synthetic: bool
+    source: EventSource
+    type: Literal["agent.unparsed"]
+    data: AgentUnparsedData
+    raw: NotRequired[Any]
+
+
+UniversalEvent: TypeAlias = (
+    SessionStartedEvent
+    | SessionEndedEvent
+    | TurnStartedEvent
+    | TurnEndedEvent
+    | ItemStartedEvent
+    | ItemDeltaEvent
+    | ItemCompletedEvent
+    | ErrorEvent
+    | PermissionRequestedEvent
+    | PermissionResolvedEvent
+    | QuestionRequestedEvent
+    | QuestionResolvedEvent
+    | AgentUnparsedEvent
+)
+"""
+An event: checking `type` tells which `data` it has.
+"""
 
 
 class EventsResponse(TypedDict):
     events: list[UniversalEvent]
     hasMore: bool
-
-
-class ProblemDetails(TypedDict):
-    type: str
-    title: str
-    status: int
-    detail: NotRequired[str]
-    instance: NotRequired[str]
