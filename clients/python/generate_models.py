@@ -108,6 +108,7 @@ def generate() -> str:
                 "3.11",
                 "--use-standard-collections",
                 "--use-union-operator",
+                "--strict-nullable",
                 "--use-tag-as-union-variant-name",
                 "--use-schema-description",
                 "--use-field-description",
