@@ -4,6 +4,7 @@ the server it is tested against, and it builds as a wheel that installs and work
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import re
@@ -186,3 +187,43 @@ def test_wheel_installs_alone_and_works(tmp_path: Path) -> None:
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert ran.stdout.splitlines()[3] == "Answers: allow-once, allow-once"
+
+
+@pytest.mark.parametrize(
+    ("raised", "cls"),
+    [
+        (httpx.ConnectError("refused"), errors.ConnectError),
+        (httpx.ConnectTimeout("slow"), errors.ConnectError),
+        (httpx.ReadTimeout("silent"), errors.RequestTimeoutError),
+        (httpx.PoolTimeout("busy"), errors.RequestTimeoutError),
+        (httpx.RemoteProtocolError("cut"), errors.ProtocolError),
+        (httpx.ReadError("reset"), errors.TransportError),
+    ],
+)
+def test_transport_failures_raise_the_clients_own_classes(raised: httpx.RequestError, cls: type) -> None:
+    """What httpx raises becomes the client's class, the httpx error its cause, for the sync and the
+    async client alike; an answer that is not the contract's JSON is a ProtocolError."""
+
+    def fail(request: httpx.Request) -> httpx.Response:
+        raised.request = request
+        raise raised
+
+    with SandboxAgent("http://bridge.test", http=httpx.Client(transport=httpx.MockTransport(fail))) as client:
+        with pytest.raises(errors.SandboxAgentError) as info:
+            client.list_sessions()
+    assert type(info.value) is cls and info.value.__cause__ is raised and info.value.status == 0
+    assert "GET http://bridge.test/v1/sessions" in str(info.value)
+
+    async def main() -> None:
+        http = httpx.AsyncClient(transport=httpx.MockTransport(fail))
+        async with AsyncSandboxAgent("http://bridge.test", http=http) as client:
+            with pytest.raises(cls):
+                await client.get_health()
+        await http.aclose()
+
+    asyncio.run(main())
+    garbled = httpx.MockTransport(lambda request: httpx.Response(200, text="<html>"))
+    with SandboxAgent("http://bridge.test", http=httpx.Client(transport=garbled)) as client:
+        with pytest.raises(errors.ProtocolError) as protocol:
+            client.get_health()
+    assert isinstance(protocol.value.__cause__, ValueError)
