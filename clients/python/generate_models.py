@@ -1,16 +1,27 @@
 """Writes src/acp_rest_bridge_client/models.py from the served OpenAPI document (openapi/openapi.json),
 with datamodel-code-generator: the contract's schemas as TypedDicts. ``--check`` only compares.
 
+One step of its own: the contract gives ``UniversalEvent`` one ``type`` (any of 13) and one ``data`` (any
+of 9 shapes), and says which shape goes with which type only in prose. The document is read with
+``UniversalEvent`` made a union of one schema per type (``ItemDeltaEvent``: ``type`` the literal
+``item.delta``, ``data`` an ``ItemDeltaData``, the other properties as the contract has them), so that
+a type checker narrows ``event["data"]`` once ``event["type"]`` is checked. The served document is
+not changed.
+
     .venv/bin/python clients/python/generate_models.py [--check]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import json
+import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -22,6 +33,57 @@ HEADER = (
 )
 
 
+# Which data shape goes with each event type (legacy behaviour, 5.2); every type and every shape of
+# the contract must appear here, else generation fails.
+EVENT_DATA = {
+    "session.started": "SessionStartedData",
+    "session.ended": "SessionEndedData",
+    "turn.started": "TurnEventData",
+    "turn.ended": "TurnEventData",
+    "item.started": "ItemEventData",
+    "item.delta": "ItemDeltaData",
+    "item.completed": "ItemEventData",
+    "error": "ErrorData",
+    "permission.requested": "PermissionEventData",
+    "permission.resolved": "PermissionEventData",
+    "question.requested": "QuestionEventData",
+    "question.resolved": "QuestionEventData",
+    "agent.unparsed": "AgentUnparsedData",
+}
+REF = "#/components/schemas/"
+
+
+def event_name(event_type: str) -> str:
+    """``item.delta`` -> ``ItemDeltaEvent``."""
+    return "".join(word.capitalize() for word in re.split(r"[._]", event_type)) + "Event"
+
+
+def with_event_union(document: dict[str, Any]) -> dict[str, Any]:
+    """The document with ``UniversalEvent`` as a union discriminated by ``type``."""
+    document = copy.deepcopy(document)
+    schemas = document["components"]["schemas"]
+    event = schemas["UniversalEvent"]
+    types = schemas[event["properties"]["type"]["$ref"].removeprefix(REF)]["enum"]
+    shapes = {variant["$ref"].removeprefix(REF) for variant in schemas["UniversalEventData"]["oneOf"]}
+    if set(types) != set(EVENT_DATA) or shapes != set(EVENT_DATA.values()):
+        raise SystemExit(f"EVENT_DATA is out of date: the contract has types {types} and data shapes {sorted(shapes)}")
+    variants = {}
+    for event_type in types:
+        name = event_name(event_type)
+        variant = copy.deepcopy(event)
+        variant["description"] = f"An event of type `{event_type}`."
+        variant["properties"]["type"] = {"type": "string", "enum": [event_type]}
+        variant["properties"]["data"] = {"$ref": REF + EVENT_DATA[event_type]}
+        schemas[name] = variant
+        variants[event_type] = REF + name
+    schemas["UniversalEvent"] = {
+        "description": "An event: checking `type` tells which `data` it has.",
+        "oneOf": [{"$ref": ref} for ref in variants.values()],
+        "discriminator": {"propertyName": "type", "mapping": variants},
+    }
+    return document
+
+
 def tool(name: str) -> str:
     return str(Path(sys.executable).with_name(name))
 
@@ -29,11 +91,13 @@ def tool(name: str) -> str:
 def generate() -> str:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "models.py"
+        document = Path(tmp) / "openapi.json"
+        document.write_text(json.dumps(with_event_union(json.loads(DOCUMENT.read_text()))))
         subprocess.run(
             [
                 tool("datamodel-codegen"),
                 "--input",
-                str(DOCUMENT),
+                str(document),
                 "--input-file-type",
                 "openapi",
                 "--output",
@@ -44,6 +108,7 @@ def generate() -> str:
                 "3.11",
                 "--use-standard-collections",
                 "--use-union-operator",
+                "--strict-nullable",
                 "--use-tag-as-union-variant-name",
                 "--use-schema-description",
                 "--use-field-description",

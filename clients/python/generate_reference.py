@@ -22,7 +22,13 @@ TARGET = HERE / "REFERENCE.md"
 
 def signature(obj: object, name: str) -> str:
     text = str(inspect.signature(obj, eval_str=True))  # type: ignore[arg-type]
-    for prefix in ("acp_rest_bridge_client.models.", "acp_rest_bridge_client.client.", "collections.abc.", "typing."):
+    for prefix in (
+        "acp_rest_bridge_client.models.",
+        "acp_rest_bridge_client.client.",
+        "acp_rest_bridge_client.streams.",
+        "collections.abc.",
+        "typing.",
+    ):
         text = text.replace(prefix, "")
     text = text.replace("httpx._models.", "httpx.").replace("(self, ", "(").replace("(self)", "()")
     return f"{name}{text}"
@@ -61,7 +67,7 @@ def reference() -> str:
         "",
         "## Errors",
         "",
-        doc(errors.error_for) or "Errors raised for error answers.",
+        doc(errors),
         "",
     ]
     for name in client.__all__:

@@ -92,10 +92,6 @@ def until(stream: Iterator[models.UniversalEvent], kind: str) -> list[models.Uni
     raise AssertionError(f"the stream ended before a {kind}: {[e['type'] for e in seen]}")
 
 
-def data(event: models.UniversalEvent) -> dict[str, Any]:
-    return cast(dict[str, Any], event["data"])
-
-
 def test_every_method_sync(bridge: Bridge, client: SandboxAgent, tmp_path: Path) -> None:
     assert client.get_health() == {"status": "ok"}
     assert "mock" in [a["id"] for a in client.list_agents()["agents"]]
@@ -106,19 +102,23 @@ def test_every_method_sync(bridge: Bridge, client: SandboxAgent, tmp_path: Path)
     assert client.create_session("sync", {"agent": "mock"})["healthy"] is True
     assert "sync" in [s["sessionId"] for s in client.list_sessions()["sessions"]]
 
-    # A turn that asks a permission: the turn stream stops at the request; the reply goes on.
-    turn = list(client.stream_turn("sync", LIST_FILES))
-    assert turn[0]["type"] == "turn.started" and turn[-1]["type"] == "permission.requested"
-    client.reply_permission("sync", data(turn[-1])["permission_id"], "once")
-    with client.stream_events("sync", offset=turn[-1]["sequence"]) as live:
+    # A turn that asks a permission: the legacy turn stream stops at the request; the reply goes on.
+    turn = list(client.post_message_stream("sync", LIST_FILES))
+    asked_permission = turn[-1]
+    assert turn[0]["type"] == "turn.started" and asked_permission["type"] == "permission.requested"
+    client.reply_permission("sync", asked_permission["data"]["permission_id"], "once")
+    with client.stream_events("sync", offset=asked_permission["sequence"]) as live:
         rest = until(live, "permission.resolved")
-    assert data(rest[-1])["status"] == "accept"
+    resolved = rest[-1]
+    assert resolved["type"] == "permission.resolved" and resolved["data"]["status"] == "accept"
 
     # A question, answered; another, rejected.
     client.post_message("sync", "question")
     with client.stream_events("sync", offset=rest[-1]["sequence"]) as live:
         asked = until(live, "question.requested")
-    question = data(asked[-1])
+    asked_question = asked[-1]
+    assert asked_question["type"] == "question.requested"
+    question = asked_question["data"]
     client.reply_question("sync", question["question_id"], {"answers": [[question["options"][0]]]})
     page = client.get_events("sync", offset=0, limit=1000, include_raw=True)
     assert page["hasMore"] is False and "raw" in page["events"][0]
@@ -167,19 +167,21 @@ def test_every_method_async(bridge: Bridge) -> None:
             assert "async" in [s["sessionId"] for s in (await client.list_sessions())["sessions"]]
             events = [e async for e in client.stream_turn("async", "echo hi")]
             assert events[-1]["type"] == "turn.ended"
+            legacy = [e["type"] async for e in client.post_message_stream("async", "echo again")]
+            assert legacy[0] == "turn.started" and legacy[-1] == "turn.ended"
             await client.post_message("async", LIST_FILES)
             async with client.stream_events("async", offset=events[-1]["sequence"]) as live:
                 async for event in live:
                     if event["type"] == "permission.requested":
-                        await client.reply_permission("async", data(event)["permission_id"], "reject")
+                        await client.reply_permission("async", event["data"]["permission_id"], "reject")
                     if event["type"] == "permission.resolved":
-                        assert data(event)["status"] == "reject"
+                        assert event["data"]["status"] == "reject"
                         break
             await client.post_message("async", "question")
             async with client.stream_events("async") as live:
                 async for event in live:
                     if event["type"] == "question.requested":
-                        await client.reject_question("async", data(event)["question_id"])
+                        await client.reject_question("async", event["data"]["question_id"])
                     if event["type"] == "question.resolved":
                         break
             page = await client.get_events("async", limit=2)

@@ -1,28 +1,18 @@
-"""README's Python client example, run as it is written there against a spawned server and the mock
-agent; and the client's generated reference is current."""
+"""README's Python client examples, run as they are written there against a spawned server and the
+mock agent; and the client's generated reference is current."""
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.client.readme import readme_examples
 from tests.support import ROOT
 
 
-def readme_example() -> str:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Python client") :]
-    match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match, "README's Python client section has no example"
-    return match.group(1)
-
-
-def test_readme_example_runs_verbatim(tmp_path: Path) -> None:
-    script = tmp_path / "example.py"
-    script.write_text(readme_example())
+def run(script: Path, tmp_path: Path) -> list[str]:
     env = {
         **os.environ,
         "HOME": str(tmp_path),  # upload-batch puts a relative path under the home directory
@@ -33,11 +23,23 @@ def test_readme_example_runs_verbatim(tmp_path: Path) -> None:
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    lines = result.stdout.splitlines()
-    assert lines[0] == "Hello from the mock agent"
-    assert lines[1] == "allowed: command_execution"
-    assert "notes.txt" in lines[2] and "'truncated': False" in lines[2]
+    return result.stdout.splitlines()
+
+
+def test_readme_examples_run_verbatim(tmp_path: Path) -> None:
+    sync_example, async_example = readme_examples()[:2]
+    (tmp_path / "sync_example.py").write_text(sync_example)
+    lines = run(tmp_path / "sync_example.py", tmp_path)
+    assert lines[:4] == [
+        "Hello from the mock agent",
+        "allowed: command_execution",  # the turn went on after the first answer...
+        "allowed: command_execution",
+        "Answers: allow-once, allow-once",  # ...and after the second, to its end
+    ]
+    assert "notes.txt" in lines[4] and "'truncated': False" in lines[4]
     assert (tmp_path / "uploaded" / "notes.txt").read_text() == "hello\n"
+    (tmp_path / "async_example.py").write_text(async_example)
+    assert run(tmp_path / "async_example.py", tmp_path) == ["turn.started turn.ended", "unreachable: ConnectError"]
 
 
 def test_reference_is_current() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .script import Context, Script, Step
+from .script import Context, Script, Step, say
 
 OPTIONS = [
     {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
@@ -44,10 +44,10 @@ def permission_request(
     return {"request": "session/request_permission", "params": params, "detach": True}
 
 
-def command_permission(ctx: Context, command_line: str) -> Step:
+def command_permission(ctx: Context, command_line: str, name: str = "permission") -> Step:
     return permission_request(
         ctx,
-        "permission",
+        name,
         action="command_execution",
         kind="execute",
         title=command_line,
@@ -130,6 +130,23 @@ def _questions(ctx: Context) -> list[Step]:
     return ends_asking(ctx, question_steps(ctx))
 
 
+def _confirm(ctx: Context) -> list[Step]:
+    """Unlike legacy's scripts, one that waits: two permission requests, each answered before the
+    script goes on, then a message with the answers; the turn ends as any other."""
+
+    def asked(name: str, command_line: str) -> Step:
+        return {**command_permission(ctx, command_line, name), "detach": False, "save": name}
+
+    def answers(ctx: Context) -> list[Step]:
+        chosen = []
+        for name in ("confirm_first", "confirm_second"):
+            outcome = (ctx.saved.get(name) or {}).get("outcome") or {}
+            chosen.append(str(outcome.get("optionId") or outcome.get("outcome")))
+        return say(ctx.id("confirm"), "Answers: " + ", ".join(chosen))
+
+    return [asked("confirm_first", "echo first"), asked("confirm_second", "echo second"), {"call": answers}]
+
+
 def _list_files(ctx: Context) -> list[Step]:
     return ends_asking(ctx, [command_permission(ctx, "ls")])
 
@@ -144,6 +161,7 @@ COMMANDS: dict[str, Script] = {
     "permissions": _permissions,
     "question": _questions,
     "questions": _questions,
+    "confirm": _confirm,
 }
 EXACT: dict[str, Script] = {
     "List files in the current directory using available tools.": _list_files,

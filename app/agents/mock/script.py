@@ -125,6 +125,7 @@ HELP_TEXT = "\n".join(
         "- spawn <command>: start a shell command in a client terminal and leave it running.",
         "- burst <count> [<size>]: one message streamed as <count> chunks, as fast as possible.",
         "- history: the earlier messages of this session (kept across bridge restarts).",
+        "- confirm: two permission requests, each awaited; the turn ends once both are answered.",
         "",
         "Any other text will be echoed as an assistant message.",
     ]

@@ -1,18 +1,19 @@
 """A typed client for the sandbox-agent v0.1 REST API served by acp-rest-bridge.
 
 ``SandboxAgent`` (sync) and ``AsyncSandboxAgent`` (asyncio) have the legacy TypeScript SDK's methods
-under Python names; responses are the contract's shapes (``models``); errors raise
-``SandboxAgentError`` subclasses (``errors``).
+under Python names; responses are the contract's shapes (``models``, events narrowed by their
+``type``); everything raised is a ``SandboxAgentError`` (``errors``).
 """
 
 from . import models
-from .async_client import AsyncEventStream, AsyncSandboxAgent
+from .async_client import AsyncSandboxAgent
 from .calls import tar_directory
-from .client import EventStream, SandboxAgent
+from .client import SandboxAgent
 from .errors import (
     AgentNotInstalledError,
     AgentProcessExitedError,
     AgentTimeoutError,
+    ConnectError,
     ConnectionLostError,
     InstallFailedError,
     InternalError,
@@ -20,6 +21,8 @@ from .errors import (
     ModeNotSupportedError,
     NotFoundError,
     PermissionDeniedError,
+    ProtocolError,
+    RequestTimeoutError,
     SandboxAgentError,
     ServerError,
     ServiceUnavailableError,
@@ -27,9 +30,11 @@ from .errors import (
     SessionNotFoundError,
     StreamError,
     TokenInvalidError,
+    TransportError,
     UnsupportedAgentError,
 )
 from .spawn import BridgeProcess, SpawnError
+from .streams import AsyncEventStream, EventStream
 
 __all__ = [
     "AgentNotInstalledError",
@@ -38,6 +43,7 @@ __all__ = [
     "AsyncEventStream",
     "AsyncSandboxAgent",
     "BridgeProcess",
+    "ConnectError",
     "ConnectionLostError",
     "EventStream",
     "InstallFailedError",
@@ -46,6 +52,8 @@ __all__ = [
     "ModeNotSupportedError",
     "NotFoundError",
     "PermissionDeniedError",
+    "ProtocolError",
+    "RequestTimeoutError",
     "SandboxAgent",
     "SandboxAgentError",
     "ServerError",
@@ -55,6 +63,7 @@ __all__ = [
     "SpawnError",
     "StreamError",
     "TokenInvalidError",
+    "TransportError",
     "UnsupportedAgentError",
     "models",
     "tar_directory",

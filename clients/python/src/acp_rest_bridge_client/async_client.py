@@ -1,19 +1,24 @@
-"""``AsyncSandboxAgent``: the asyncio client; the same methods as ``SandboxAgent``, awaited."""
+"""``AsyncSandboxAgent``: the client, for asyncio.
+
+``client.py`` (``SandboxAgent``) is generated from this file by ``clients/python/generate_sync.py``:
+change this one, then run that script (a test fails when the two differ).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+import weakref
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
 from types import TracebackType
 from typing import TypeVar
 
 import httpx
 
 from . import calls
-from .client import DEFAULT_TIMEOUT, STREAM_READ_TIMEOUT
-from .errors import ConnectionLostError, error_for
+from .calls import DEFAULT_TIMEOUT, TURN_STREAM_END
+from .errors import ConnectionLostError, ProtocolError, TransportError, error_for, transport_error
 from .models import (
     AgentInstallRequest,
     AgentListResponse,
@@ -37,38 +42,37 @@ from .models import (
     UniversalEvent,
 )
 from .spawn import BridgeProcess, spawn_bridge
-from .sse import TURN_STREAM_END, SseDecoder
-from .streams import RECONNECT_ERRORS, Resume
+from .sse import SseDecoder
+from .streams import RECONNECT_ERRORS, AsyncEvents, AsyncEventStream, Resume, StreamStop
 
 T = TypeVar("T")
+Until = Callable[[UniversalEvent], bool]
 
 
-class AsyncEventStream(AsyncIterator[UniversalEvent]):
-    """The events of an SSE stream, as they arrive; ``await aclose()`` (or ``async with``) ends it."""
+def ends_turn(event: UniversalEvent, turn_id: str | None) -> bool:
+    """Whether the event ends the turn ``turn_id`` (any turn when None): its ``turn.ended``, or the
+    session's end."""
+    if event["type"] == "session.ended":
+        return True
+    if event["type"] != "turn.ended":
+        return False
+    return turn_id is None or event["data"].get("turn_id", turn_id) == turn_id
 
-    def __init__(self, events: AsyncIterator[UniversalEvent]) -> None:
-        self._events = events
 
-    def __aiter__(self) -> AsyncEventStream:
-        return self
+def ends_turn_stream(event: UniversalEvent) -> bool:
+    """Whether the server's turn stream closes after the event (legacy: its first terminal event)."""
+    return event["type"] in TURN_STREAM_END
 
-    async def __anext__(self) -> UniversalEvent:
-        return await self._events.__anext__()
 
-    async def aclose(self) -> None:
-        aclose = getattr(self._events, "aclose", None)
-        if aclose is not None:
-            await aclose()
-
-    async def __aenter__(self) -> AsyncEventStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+def client_error(exc: httpx.TransportError | TransportError) -> TransportError:
+    """The client's error for a connection failure, raised ``from`` the error unless it is one."""
+    return exc if isinstance(exc, TransportError) else transport_error(exc)
 
 
 class AsyncSandboxAgent:
-    """An asyncio client of one server; ``await AsyncSandboxAgent.start()`` runs one as a child process."""
+    """A client of one server, for asyncio. ``AsyncSandboxAgent(base_url, token=...)`` connects to a
+    running server; ``await AsyncSandboxAgent.start()`` runs one as a child process, stopped by
+    ``close()``. Errors are ``SandboxAgentError`` subclasses, a server out of reach included."""
 
     def __init__(
         self,
@@ -86,6 +90,8 @@ class AsyncSandboxAgent:
         self._http.base_url = httpx.URL(self.base_url)
         self._http.headers.update(calls.headers(token, headers))
         self._process: BridgeProcess | None = None
+        self._streams: weakref.WeakSet[AsyncEventStream] = weakref.WeakSet()
+        self._closed = False
 
     @classmethod
     async def start(
@@ -101,7 +107,9 @@ class AsyncSandboxAgent:
         timeout: float = 30.0,
         headers: Mapping[str, str] | None = None,
     ) -> AsyncSandboxAgent:
-        """As ``SandboxAgent.start``; the process is started and stopped off the event loop."""
+        """Runs ``acp-rest-bridge server`` on a free port (``port=0``) with a random token, waits until
+        it is healthy and returns a client of it; ``close()`` stops it. ``binary``: the command, else
+        ``$ACP_REST_BRIDGE_BIN``, else ``acp-rest-bridge`` on PATH. ``log``: ``inherit``, ``silent``."""
         process = await asyncio.to_thread(
             spawn_bridge, binary=binary, host=host, port=port, token=token, args=args, env=env, log=log, timeout=timeout
         )
@@ -111,28 +119,61 @@ class AsyncSandboxAgent:
 
     @property
     def process(self) -> BridgeProcess | None:
+        """The server process ``start()`` runs, if any."""
         return self._process
 
     # ---- plumbing -----------------------------------------------------------------------------
+    async def _exchange(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response:
+        try:
+            return await self._http.send(request, stream=stream)
+        except httpx.RequestError as exc:
+            raise transport_error(exc) from exc
+
     async def _send(self, call: calls.Call[T]) -> T:
-        response = await self._http.send(call.request(self._http))
+        request = call.request(self._http)
+        response = await self._exchange(request)
         if response.is_error:
             raise error_for(response)
-        return call.read(response)
+        try:
+            return call.read(response)
+        except ValueError as exc:
+            raise ProtocolError(f"{request.method} {request.url}: the answer is not JSON: {exc}", request) from exc
 
     @asynccontextmanager
-    async def _stream(self, request: httpx.Request) -> AsyncIterator[httpx.Response]:
-        response = await self._http.send(request, stream=True)
+    async def _stream(self, request: httpx.Request, stop: StreamStop | None = None) -> AsyncIterator[httpx.Response]:
+        response = await self._exchange(request, stream=True)
         try:
             if response.is_error:
-                await response.aread()
+                try:
+                    await response.aread()
+                except httpx.RequestError as exc:
+                    raise transport_error(exc) from exc
                 raise error_for(response)
+            if stop is not None:
+                stop.attach(response)
             yield response
         finally:
-            await response.aclose()
+            if stop is not None:
+                stop.detach()
+            try:
+                await response.aclose()
+            except httpx.RequestError:
+                if stop is None or not stop.closed:
+                    raise
+
+    def _event_stream(self, events: Callable[[StreamStop], AsyncEvents]) -> AsyncEventStream:
+        stream = AsyncEventStream(events)
+        self._streams.add(stream)
+        if self._closed:
+            stream.close()
+        return stream
 
     async def close(self) -> None:
-        """Closes the connections, and stops the server ``start()`` ran."""
+        """Closes the client's streams (an iteration waiting in another task or thread ends at once,
+        without an error), its connections, and stops the server ``start()`` ran."""
+        self._closed = True
+        for stream in list(self._streams):
+            stream.close()
         if self._owns_http:
             await self._http.aclose()
         if self._process is not None:
@@ -173,11 +214,13 @@ class AsyncSandboxAgent:
         return await self._send(calls.list_sessions())
 
     async def post_message(self, session_id: str, request: MessageRequest | str) -> None:
+        """Sends a message (a ``MessageRequest`` or its text); the turn runs in the background."""
         await self._send(calls.post_message(session_id, request))
 
     async def get_events(
         self, session_id: str, *, offset: int | None = None, limit: int | None = None, include_raw: bool | None = None
     ) -> EventsResponse:
+        """One page of events with a sequence above ``offset``."""
         return await self._send(calls.get_events(session_id, offset, limit, include_raw))
 
     async def reply_question(self, session_id: str, question_id: str, request: QuestionReplyRequest) -> None:
@@ -187,6 +230,7 @@ class AsyncSandboxAgent:
         await self._send(calls.reject_question(session_id, question_id))
 
     async def reply_permission(self, session_id: str, permission_id: str, reply: PermissionReply) -> None:
+        """Answers a permission request: ``once``, ``always`` or ``reject``."""
         await self._send(calls.reply_permission(session_id, permission_id, reply))
 
     async def terminate_session(self, session_id: str) -> None:
@@ -202,88 +246,166 @@ class AsyncSandboxAgent:
         reconnect_attempts: int = 5,
         reconnect_delay: float = 0.5,
     ) -> AsyncEventStream:
-        """As ``SandboxAgent.stream_events``: live events, resumed after a drop, none twice or missed."""
-        resume = Resume(offset or 0, reconnect_attempts, reconnect_delay)
-        return AsyncEventStream(self._follow(session_id, resume, include_raw, until=None))
+        """The session's events with a sequence above ``offset``, then live ones, until ``close()``.
+        After a drop the stream reconnects with ``Last-Event-ID`` (up to ``reconnect_attempts`` tries
+        in a row, ``reconnect_delay`` doubling between them, then ``ConnectionLostError``) and yields
+        no event twice and none missed."""
+
+        def events(stop: StreamStop) -> AsyncEvents:
+            resume = Resume(offset or 0, reconnect_attempts, reconnect_delay)
+            return self._follow(stop, session_id, resume, include_raw, until=None)
+
+        return self._event_stream(events)
 
     def stream_turn(
         self, session_id: str, request: MessageRequest | str, *, include_raw: bool | None = None
     ) -> AsyncEventStream:
-        """As ``SandboxAgent.stream_turn``: the turn's events, ending with the turn."""
-        return AsyncEventStream(self._turn(session_id, request, include_raw))
+        """Sends a message and yields every event of its turn until the turn ends (its ``turn.ended``)
+        or the session does (``session.ended``). Permission and question requests are yielded like
+        the rest: the turn goes on once they are answered (``reply_permission``, ``reply_question``),
+        from the loop or from elsewhere. A turn its agent leaves without a ``turn.ended`` (legacy's
+        mock ``permission`` script) keeps the stream open until ``close()``."""
 
-    async def _turn(
-        self, session_id: str, request: MessageRequest | str, include_raw: bool | None
-    ) -> AsyncIterator[UniversalEvent]:
-        http_request = self._http.build_request(
+        def events(stop: StreamStop) -> AsyncEvents:
+            return self._whole_turn(stop, session_id, request, include_raw)
+
+        return self._event_stream(events)
+
+    def post_message_stream(
+        self, session_id: str, request: MessageRequest | str, *, include_raw: bool | None = None
+    ) -> AsyncEventStream:
+        """Sends a message and yields the events of the server's turn stream, which ends after the
+        turn's end or its first permission or question request, error or session end (the legacy
+        SDK's ``postMessageStream`` and ``streamTurn``). A stream cut before its end is followed up on
+        ``/events/sse`` from the last event seen."""
+
+        def events(stop: StreamStop) -> AsyncEvents:
+            return self._turn_stream(stop, session_id, request, include_raw)
+
+        return self._event_stream(events)
+
+    async def _whole_turn(
+        self, stop: StreamStop, session_id: str, request: MessageRequest | str, include_raw: bool | None
+    ) -> AsyncEvents:
+        turn_id: str | None = None
+        last: UniversalEvent | None = None
+        async with aclosing(self._turn_stream(stop, session_id, request, include_raw)) as first:
+            async for event in first:
+                if event["type"] == "turn.started" and turn_id is None:
+                    turn_id = event["data"].get("turn_id")
+                last = event
+                yield event
+        if last is None or stop.closed or ends_turn(last, turn_id):
+            return
+        resume = Resume(last["sequence"], 5, 0.5)
+        resume.connected = True
+        async with aclosing(
+            self._follow(stop, session_id, resume, include_raw, until=lambda event: ends_turn(event, turn_id))
+        ) as rest:
+            async for event in rest:
+                yield event
+
+    async def _turn_stream(
+        self, stop: StreamStop, session_id: str, request: MessageRequest | str, include_raw: bool | None
+    ) -> AsyncEvents:
+        http_request = calls.stream_request(
+            self._http,
             "POST",
             calls.session_path(session_id, "messages", "stream"),
-            params=calls.query(include_raw=include_raw),
-            json=calls.message_body(request),
-            headers={"Accept": "text/event-stream"},
-            timeout=httpx.Timeout(DEFAULT_TIMEOUT.connect, read=STREAM_READ_TIMEOUT),
+            calls.query(include_raw=include_raw),
+            {"Accept": "text/event-stream"},
+            calls.message_body(request),
         )
         last: int | None = None
         try:
-            async with self._stream(http_request) as response:
-                async for event in self._read_events(response):
-                    last = event["sequence"]
-                    yield event
-                    if event["type"] in TURN_STREAM_END:
-                        return
-        except RECONNECT_ERRORS:
-            if last is None:
-                raise
-        if last is None:
+            async with self._stream(http_request, stop) as response:
+                async with aclosing(self._read_events(response, stop)) as events:
+                    async for event in events:
+                        last = event["sequence"]
+                        yield event
+                        if event["type"] in TURN_STREAM_END:
+                            return
+        except RECONNECT_ERRORS as exc:
+            if stop.closed:
+                return
+            if last is None:  # nothing was seen: whether the message was accepted is unknown
+                error = client_error(exc)
+                if error is exc:
+                    raise
+                raise error from exc
+        if last is None or stop.closed:
             return
-        async for event in self._follow(session_id, Resume(last, 5, 0.5), include_raw, until=TURN_STREAM_END):
-            yield event
+        resume = Resume(last, 5, 0.5)
+        resume.connected = True
+        async with aclosing(self._follow(stop, session_id, resume, include_raw, until=ends_turn_stream)) as rest:
+            async for event in rest:
+                yield event
 
     async def _follow(
-        self, session_id: str, resume: Resume, include_raw: bool | None, until: frozenset[str] | None
-    ) -> AsyncIterator[UniversalEvent]:
-        while True:
-            request = self._http.build_request(
+        self, stop: StreamStop, session_id: str, resume: Resume, include_raw: bool | None, until: Until | None
+    ) -> AsyncEvents:
+        while not stop.closed:
+            request = calls.stream_request(
+                self._http,
                 "GET",
                 calls.session_path(session_id, "events", "sse"),
-                params=calls.query(include_raw=include_raw),
-                headers=resume.headers(),
-                timeout=httpx.Timeout(DEFAULT_TIMEOUT.connect, read=STREAM_READ_TIMEOUT),
+                calls.query(include_raw=include_raw),
+                resume.headers(),
             )
             try:
-                async with self._stream(request) as response:
-                    async for event in self._read_events(response):
-                        if resume.seen(event):
-                            continue
-                        yield event
-                        if until is not None and event["type"] in until:
-                            return
+                async with self._stream(request, stop) as response:
+                    resume.connected = True
+                    async with aclosing(self._read_events(response, stop)) as events:
+                        async for event in events:
+                            if resume.seen(event):
+                                continue
+                            yield event
+                            if until is not None and until(event):
+                                return
+            except ProtocolError:
+                raise  # an answer that is not what the contract says: no retry makes it so
             except RECONNECT_ERRORS as exc:
+                if not resume.connected and not stop.closed:  # never connected: the server is not there
+                    error = client_error(exc)
+                    if error is exc:
+                        raise
+                    raise error from exc
                 resume.dropped(exc)
             else:
                 resume.dropped(None)
+            if stop.closed:
+                return
             delay = resume.next_delay()
             if delay is None:
-                raise ConnectionLostError(resume.give_up_message())
-            await asyncio.sleep(delay)
+                raise ConnectionLostError(resume.give_up_message()) from resume.cause
+            if await stop.async_sleep(delay):
+                return
 
     @staticmethod
-    async def _read_events(response: httpx.Response) -> AsyncIterator[UniversalEvent]:
+    async def _read_events(response: httpx.Response, stop: StreamStop) -> AsyncEvents:
         decoder = SseDecoder()
-        async for chunk in response.aiter_text():
-            for frame in decoder.feed(chunk):
-                yield frame.event()
+        try:
+            async for chunk in response.aiter_text():
+                for frame in decoder.feed(chunk):
+                    try:
+                        event = frame.event()
+                    except ValueError as exc:
+                        raise ProtocolError(f"an SSE frame is not JSON: {frame.data[:200]!r}") from exc
+                    yield event
+        except httpx.TransportError:
+            if not stop.closed:
+                raise
 
     def get_events_sse(
         self, session_id: str, *, offset: int | None = None, include_raw: bool | None = None
     ) -> AbstractAsyncContextManager[httpx.Response]:
-        """The raw ``/events/sse`` response, as an async context manager of an ``httpx.Response``."""
-        request = self._http.build_request(
+        """The raw ``/events/sse`` response: ``async with`` it for the ``httpx.Response``."""
+        request = calls.stream_request(
+            self._http,
             "GET",
             calls.session_path(session_id, "events", "sse"),
-            params=calls.query(offset=offset, include_raw=include_raw),
-            headers={"Accept": "text/event-stream"},
-            timeout=httpx.Timeout(DEFAULT_TIMEOUT.connect, read=STREAM_READ_TIMEOUT),
+            calls.query(offset=offset, include_raw=include_raw),
+            {"Accept": "text/event-stream"},
         )
         return self._stream(request)
 
@@ -314,11 +436,12 @@ class AsyncSandboxAgent:
     async def upload_fs_batch(
         self, archive: bytes, *, path: str | None = None, session_id: str | None = None
     ) -> FsUploadBatchResponse:
+        """Unpacks a tar archive under ``path``."""
         return await self._send(calls.upload_fs_batch(archive, path, session_id))
 
     async def upload_directory(
         self, directory: str | os.PathLike[str], *, path: str | None = None, session_id: str | None = None
     ) -> FsUploadBatchResponse:
-        """Uploads a local directory's contents under ``path``; the archive is made off the loop."""
+        """Uploads a local directory's contents under ``path``, as one tar archive."""
         archive = await asyncio.to_thread(calls.tar_directory, directory)
         return await self.upload_fs_batch(archive, path=path, session_id=session_id)

@@ -40,6 +40,15 @@ from .models import (
 T = TypeVar("T")
 QueryValue = str | int | bool | None
 
+DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+# A stream waits this long for a byte; the server sends a keep-alive comment every 15 s by default.
+STREAM_READ_TIMEOUT = 60.0
+STREAM_TIMEOUT = httpx.Timeout(DEFAULT_TIMEOUT.connect, read=STREAM_READ_TIMEOUT)
+# The server closes POST .../messages/stream after the first of these (legacy behaviour).
+TURN_STREAM_END = frozenset(
+    {"turn.ended", "session.ended", "error", "agent.unparsed", "permission.requested", "question.requested"}
+)
+
 
 def _json(response: httpx.Response) -> Any:
     return json.loads(response.content) if response.content else None
@@ -128,6 +137,18 @@ def list_sessions() -> Call[SessionListResponse]:
 
 def message_body(request: MessageRequest | str) -> dict[str, Any]:
     return {"message": request} if isinstance(request, str) else dict(request)
+
+
+def stream_request(
+    client: httpx.Client | httpx.AsyncClient,
+    method: str,
+    path: str,
+    query: dict[str, str],
+    headers: dict[str, str],
+    json: Any = None,
+) -> httpx.Request:
+    """A request whose answer is an SSE stream: a byte may be long in coming (STREAM_READ_TIMEOUT)."""
+    return client.build_request(method, path, params=query, json=json, headers=headers, timeout=STREAM_TIMEOUT)
 
 
 def post_message(session_id: str, request: MessageRequest | str) -> Call[None]:

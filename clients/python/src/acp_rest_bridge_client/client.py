@@ -1,18 +1,22 @@
-"""``SandboxAgent``: the synchronous client."""
+"""``SandboxAgent``: the client.
+
+Generated from ``async_client.py`` by ``clients/python/generate_sync.py``: do not edit.
+"""
 
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, closing, contextmanager
 from types import TracebackType
 from typing import TypeVar
 
 import httpx
 
 from . import calls
-from .errors import ConnectionLostError, error_for
+from .calls import DEFAULT_TIMEOUT, TURN_STREAM_END
+from .errors import ConnectionLostError, ProtocolError, TransportError, error_for, transport_error
 from .models import (
     AgentInstallRequest,
     AgentListResponse,
@@ -36,42 +40,37 @@ from .models import (
     UniversalEvent,
 )
 from .spawn import BridgeProcess, spawn_bridge
-from .sse import TURN_STREAM_END, SseDecoder
-from .streams import RECONNECT_ERRORS, Resume
+from .sse import SseDecoder
+from .streams import RECONNECT_ERRORS, Events, EventStream, Resume, StreamStop
 
 T = TypeVar("T")
-DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
-# A stream waits this long for a byte; the server sends a keep-alive comment every 15 s by default.
-STREAM_READ_TIMEOUT = 60.0
+Until = Callable[[UniversalEvent], bool]
 
 
-class EventStream(Iterator[UniversalEvent]):
-    """The events of an SSE stream, as they arrive; ``close()`` (or leaving a ``with``) ends it."""
+def ends_turn(event: UniversalEvent, turn_id: str | None) -> bool:
+    """Whether the event ends the turn ``turn_id`` (any turn when None): its ``turn.ended``, or the
+    session's end."""
+    if event["type"] == "session.ended":
+        return True
+    if event["type"] != "turn.ended":
+        return False
+    return turn_id is None or event["data"].get("turn_id", turn_id) == turn_id
 
-    def __init__(self, events: Iterator[UniversalEvent]) -> None:
-        self._events = events
 
-    def __iter__(self) -> EventStream:
-        return self
+def ends_turn_stream(event: UniversalEvent) -> bool:
+    """Whether the server's turn stream closes after the event (legacy: its first terminal event)."""
+    return event["type"] in TURN_STREAM_END
 
-    def __next__(self) -> UniversalEvent:
-        return next(self._events)
 
-    def close(self) -> None:
-        close = getattr(self._events, "close", None)
-        if close is not None:
-            close()
-
-    def __enter__(self) -> EventStream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+def client_error(exc: httpx.TransportError | TransportError) -> TransportError:
+    """The client's error for a connection failure, raised ``from`` the error unless it is one."""
+    return exc if isinstance(exc, TransportError) else transport_error(exc)
 
 
 class SandboxAgent:
-    """A client of one server. ``SandboxAgent(base_url, token=...)`` connects to a running server;
-    ``SandboxAgent.start()`` runs one as a child process, stopped by ``close()``."""
+    """A client of one server. ``SandboxAgent(base_url, token=...)`` connects to a
+    running server; ``SandboxAgent.start()`` runs one as a child process, stopped by
+    ``close()``. Errors are ``SandboxAgentError`` subclasses, a server out of reach included."""
 
     def __init__(
         self,
@@ -89,6 +88,8 @@ class SandboxAgent:
         self._http.base_url = httpx.URL(self.base_url)
         self._http.headers.update(calls.headers(token, headers))
         self._process: BridgeProcess | None = None
+        self._streams: weakref.WeakSet[EventStream] = weakref.WeakSet()
+        self._closed = False
 
     @classmethod
     def start(
@@ -120,30 +121,62 @@ class SandboxAgent:
         return self._process
 
     # ---- plumbing -----------------------------------------------------------------------------
+    def _exchange(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response:
+        try:
+            return self._http.send(request, stream=stream)
+        except httpx.RequestError as exc:
+            raise transport_error(exc) from exc
+
     def _send(self, call: calls.Call[T]) -> T:
-        response = self._http.send(call.request(self._http))
+        request = call.request(self._http)
+        response = self._exchange(request)
         if response.is_error:
             raise error_for(response)
-        return call.read(response)
+        try:
+            return call.read(response)
+        except ValueError as exc:
+            raise ProtocolError(f"{request.method} {request.url}: the answer is not JSON: {exc}", request) from exc
 
     @contextmanager
-    def _stream(self, request: httpx.Request) -> Iterator[httpx.Response]:
-        response = self._http.send(request, stream=True)
+    def _stream(self, request: httpx.Request, stop: StreamStop | None = None) -> Iterator[httpx.Response]:
+        response = self._exchange(request, stream=True)
         try:
             if response.is_error:
-                response.read()
+                try:
+                    response.read()
+                except httpx.RequestError as exc:
+                    raise transport_error(exc) from exc
                 raise error_for(response)
+            if stop is not None:
+                stop.attach(response)
             yield response
         finally:
-            response.close()
+            if stop is not None:
+                stop.detach()
+            try:
+                response.close()
+            except httpx.RequestError:
+                if stop is None or not stop.closed:
+                    raise
+
+    def _event_stream(self, events: Callable[[StreamStop], Events]) -> EventStream:
+        stream = EventStream(events)
+        self._streams.add(stream)
+        if self._closed:
+            stream.close()
+        return stream
 
     def close(self) -> None:
-        """Closes the connections, and stops the server ``start()`` ran."""
+        """Closes the client's streams (an iteration waiting in another thread ends at once,
+        without an error), its connections, and stops the server ``start()`` ran."""
+        self._closed = True
+        for stream in list(self._streams):
+            stream.close()
         if self._owns_http:
             self._http.close()
         if self._process is not None:
-            self._process.stop()
-            self._process = None
+            process, self._process = self._process, None
+            process.stop()
 
     dispose = close
 
@@ -211,92 +244,166 @@ class SandboxAgent:
         reconnect_attempts: int = 5,
         reconnect_delay: float = 0.5,
     ) -> EventStream:
-        """The session's events with a sequence above ``offset``, then live ones, without end. After a
-        drop the stream reconnects with ``Last-Event-ID`` (up to ``reconnect_attempts`` tries in a row,
-        ``reconnect_delay`` doubling between them) and yields no event twice and none missed."""
-        resume = Resume(offset or 0, reconnect_attempts, reconnect_delay)
-        return EventStream(self._follow(session_id, resume, include_raw, until=None))
+        """The session's events with a sequence above ``offset``, then live ones, until ``close()``.
+        After a drop the stream reconnects with ``Last-Event-ID`` (up to ``reconnect_attempts`` tries
+        in a row, ``reconnect_delay`` doubling between them, then ``ConnectionLostError``) and yields
+        no event twice and none missed."""
+
+        def events(stop: StreamStop) -> Events:
+            resume = Resume(offset or 0, reconnect_attempts, reconnect_delay)
+            return self._follow(stop, session_id, resume, include_raw, until=None)
+
+        return self._event_stream(events)
 
     def stream_turn(
         self, session_id: str, request: MessageRequest | str, *, include_raw: bool | None = None
     ) -> EventStream:
-        """Sends a message and yields its turn's events; ends after the turn's end (or the first
-        permission or question request, error or session end), as the server's turn stream does. A
-        stream cut before its end is followed up on ``/events/sse`` from the last event seen."""
-        return EventStream(self._turn(session_id, request, include_raw))
+        """Sends a message and yields every event of its turn until the turn ends (its ``turn.ended``)
+        or the session does (``session.ended``). Permission and question requests are yielded like
+        the rest: the turn goes on once they are answered (``reply_permission``, ``reply_question``),
+        from the loop or from elsewhere. A turn its agent leaves without a ``turn.ended`` (legacy's
+        mock ``permission`` script) keeps the stream open until ``close()``."""
 
-    def _turn(
-        self, session_id: str, request: MessageRequest | str, include_raw: bool | None
-    ) -> Iterator[UniversalEvent]:
-        url = calls.session_path(session_id, "messages", "stream")
-        http_request = self._http.build_request(
+        def events(stop: StreamStop) -> Events:
+            return self._whole_turn(stop, session_id, request, include_raw)
+
+        return self._event_stream(events)
+
+    def post_message_stream(
+        self, session_id: str, request: MessageRequest | str, *, include_raw: bool | None = None
+    ) -> EventStream:
+        """Sends a message and yields the events of the server's turn stream, which ends after the
+        turn's end or its first permission or question request, error or session end (the legacy
+        SDK's ``postMessageStream`` and ``streamTurn``). A stream cut before its end is followed up on
+        ``/events/sse`` from the last event seen."""
+
+        def events(stop: StreamStop) -> Events:
+            return self._turn_stream(stop, session_id, request, include_raw)
+
+        return self._event_stream(events)
+
+    def _whole_turn(
+        self, stop: StreamStop, session_id: str, request: MessageRequest | str, include_raw: bool | None
+    ) -> Events:
+        turn_id: str | None = None
+        last: UniversalEvent | None = None
+        with closing(self._turn_stream(stop, session_id, request, include_raw)) as first:
+            for event in first:
+                if event["type"] == "turn.started" and turn_id is None:
+                    turn_id = event["data"].get("turn_id")
+                last = event
+                yield event
+        if last is None or stop.closed or ends_turn(last, turn_id):
+            return
+        resume = Resume(last["sequence"], 5, 0.5)
+        resume.connected = True
+        with closing(
+            self._follow(stop, session_id, resume, include_raw, until=lambda event: ends_turn(event, turn_id))
+        ) as rest:
+            for event in rest:
+                yield event
+
+    def _turn_stream(
+        self, stop: StreamStop, session_id: str, request: MessageRequest | str, include_raw: bool | None
+    ) -> Events:
+        http_request = calls.stream_request(
+            self._http,
             "POST",
-            url,
-            params=calls.query(include_raw=include_raw),
-            json=calls.message_body(request),
-            headers={"Accept": "text/event-stream"},
-            timeout=httpx.Timeout(DEFAULT_TIMEOUT.connect, read=STREAM_READ_TIMEOUT),
+            calls.session_path(session_id, "messages", "stream"),
+            calls.query(include_raw=include_raw),
+            {"Accept": "text/event-stream"},
+            calls.message_body(request),
         )
         last: int | None = None
         try:
-            with self._stream(http_request) as response:
-                for event in self._read_events(response):
-                    last = event["sequence"]
-                    yield event
-                    if event["type"] in TURN_STREAM_END:
-                        return
-        except RECONNECT_ERRORS:
-            if last is None:
-                raise  # nothing was seen: whether the message was accepted is unknown
-        if last is None:
+            with self._stream(http_request, stop) as response:
+                with closing(self._read_events(response, stop)) as events:
+                    for event in events:
+                        last = event["sequence"]
+                        yield event
+                        if event["type"] in TURN_STREAM_END:
+                            return
+        except RECONNECT_ERRORS as exc:
+            if stop.closed:
+                return
+            if last is None:  # nothing was seen: whether the message was accepted is unknown
+                error = client_error(exc)
+                if error is exc:
+                    raise
+                raise error from exc
+        if last is None or stop.closed:
             return
-        yield from self._follow(session_id, Resume(last, 5, 0.5), include_raw, until=TURN_STREAM_END)
+        resume = Resume(last, 5, 0.5)
+        resume.connected = True
+        with closing(self._follow(stop, session_id, resume, include_raw, until=ends_turn_stream)) as rest:
+            for event in rest:
+                yield event
 
     def _follow(
-        self, session_id: str, resume: Resume, include_raw: bool | None, until: frozenset[str] | None
-    ) -> Iterator[UniversalEvent]:
-        while True:
-            request = self._http.build_request(
+        self, stop: StreamStop, session_id: str, resume: Resume, include_raw: bool | None, until: Until | None
+    ) -> Events:
+        while not stop.closed:
+            request = calls.stream_request(
+                self._http,
                 "GET",
                 calls.session_path(session_id, "events", "sse"),
-                params=calls.query(include_raw=include_raw),
-                headers=resume.headers(),
-                timeout=httpx.Timeout(DEFAULT_TIMEOUT.connect, read=STREAM_READ_TIMEOUT),
+                calls.query(include_raw=include_raw),
+                resume.headers(),
             )
             try:
-                with self._stream(request) as response:
-                    for event in self._read_events(response):
-                        if resume.seen(event):
-                            continue
-                        yield event
-                        if until is not None and event["type"] in until:
-                            return
+                with self._stream(request, stop) as response:
+                    resume.connected = True
+                    with closing(self._read_events(response, stop)) as events:
+                        for event in events:
+                            if resume.seen(event):
+                                continue
+                            yield event
+                            if until is not None and until(event):
+                                return
+            except ProtocolError:
+                raise  # an answer that is not what the contract says: no retry makes it so
             except RECONNECT_ERRORS as exc:
+                if not resume.connected and not stop.closed:  # never connected: the server is not there
+                    error = client_error(exc)
+                    if error is exc:
+                        raise
+                    raise error from exc
                 resume.dropped(exc)
             else:
                 resume.dropped(None)
+            if stop.closed:
+                return
             delay = resume.next_delay()
             if delay is None:
-                raise ConnectionLostError(resume.give_up_message())
-            time.sleep(delay)
+                raise ConnectionLostError(resume.give_up_message()) from resume.cause
+            if stop.sleep(delay):
+                return
 
     @staticmethod
-    def _read_events(response: httpx.Response) -> Iterator[UniversalEvent]:
+    def _read_events(response: httpx.Response, stop: StreamStop) -> Events:
         decoder = SseDecoder()
-        for chunk in response.iter_text():
-            for frame in decoder.feed(chunk):
-                yield frame.event()
+        try:
+            for chunk in response.iter_text():
+                for frame in decoder.feed(chunk):
+                    try:
+                        event = frame.event()
+                    except ValueError as exc:
+                        raise ProtocolError(f"an SSE frame is not JSON: {frame.data[:200]!r}") from exc
+                    yield event
+        except httpx.TransportError:
+            if not stop.closed:
+                raise
 
     def get_events_sse(
         self, session_id: str, *, offset: int | None = None, include_raw: bool | None = None
     ) -> AbstractContextManager[httpx.Response]:
-        """The raw ``/events/sse`` response, as a context manager of an ``httpx.Response``."""
-        request = self._http.build_request(
+        """The raw ``/events/sse`` response: ``with`` it for the ``httpx.Response``."""
+        request = calls.stream_request(
+            self._http,
             "GET",
             calls.session_path(session_id, "events", "sse"),
-            params=calls.query(offset=offset, include_raw=include_raw),
-            headers={"Accept": "text/event-stream"},
-            timeout=httpx.Timeout(DEFAULT_TIMEOUT.connect, read=STREAM_READ_TIMEOUT),
+            calls.query(offset=offset, include_raw=include_raw),
+            {"Accept": "text/event-stream"},
         )
         return self._stream(request)
 
@@ -334,4 +441,5 @@ class SandboxAgent:
         self, directory: str | os.PathLike[str], *, path: str | None = None, session_id: str | None = None
     ) -> FsUploadBatchResponse:
         """Uploads a local directory's contents under ``path``, as one tar archive."""
-        return self.upload_fs_batch(calls.tar_directory(directory), path=path, session_id=session_id)
+        archive = calls.tar_directory(directory)
+        return self.upload_fs_batch(archive, path=path, session_id=session_id)

@@ -1,5 +1,6 @@
-"""Errors: every non-2xx answer raises a ``SandboxAgentError`` subclass chosen by the ProblemDetails
-``type`` (``urn:sandbox-agent:error:<name>``), else by the HTTP status."""
+"""Errors: everything the client raises is a ``SandboxAgentError``. A non-2xx answer raises a subclass
+chosen by the ProblemDetails ``type`` (``urn:sandbox-agent:error:<name>``), else by the HTTP status; a
+request that got no valid answer raises a ``TransportError`` subclass, the httpx error as its cause."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ TYPE_PREFIX = "urn:sandbox-agent:error:"
 
 
 class SandboxAgentError(Exception):
-    """A request the server answered with an error status.
+    """What the client raises; raised itself for an error status no subclass names (405, ...).
 
-    ``problem`` is the ProblemDetails body (``None`` when the body was not one, as for 405);
-    ``type``, ``title`` and ``detail`` are its members; ``response`` is the httpx response."""
+    ``status`` is the HTTP status (0 when there was no answer); ``problem`` is the ProblemDetails body
+    (``None`` when the body was not one, or there was none); ``type``, ``title`` and ``detail`` are its
+    members; ``response`` is the httpx response."""
 
     def __init__(self, status: int, problem: ProblemDetails | None, response: httpx.Response | None) -> None:
         self.status = status
@@ -105,12 +107,51 @@ class AgentTimeoutError(ServerError):
     """504 ``timeout``: the agent did not answer in time."""
 
 
-class ConnectionLostError(SandboxAgentError):
-    """A stream could not be resumed: the server stayed unreachable through every retry."""
+class TransportError(SandboxAgentError):
+    """The request got no valid answer: the connection failed or broke (``ReadError``, ...). ``status``
+    is 0; ``request`` is the httpx request, when there was one; the httpx error is ``__cause__``."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, request: httpx.Request | None = None) -> None:
         super().__init__(0, None, None)
         self.args = (message,)
+        self.request = request
+
+
+class ConnectError(TransportError):
+    """The server could not be reached: nothing listens there (a stopped server), the host is unknown
+    or unreachable, or connecting took longer than the timeout's ``connect``."""
+
+
+class RequestTimeoutError(TransportError):
+    """Connected, but the server did not take the request or answer it within the client's timeout
+    (a stream waits ``STREAM_READ_TIMEOUT`` between two bytes; the server sends keep-alives)."""
+
+
+class ProtocolError(TransportError):
+    """The answer was not valid HTTP, was cut before its end, or was not the JSON the contract says."""
+
+
+class ConnectionLostError(ConnectError):
+    """A stream could not be resumed: the server stayed unreachable through every retry."""
+
+
+def transport_error(exc: httpx.RequestError) -> TransportError:
+    """The client's error for an httpx error (raise it ``from`` that error)."""
+    try:
+        request: httpx.Request | None = exc.request
+    except RuntimeError:  # an httpx error raised without a request
+        request = None
+    where = f"{request.method} {request.url}" if request is not None else "request"
+    cls: type[TransportError]
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        cls, what = ConnectError, "cannot connect"
+    elif isinstance(exc, httpx.TimeoutException):
+        cls, what = RequestTimeoutError, "no answer in time"
+    elif isinstance(exc, httpx.ProtocolError | httpx.DecodingError | httpx.TooManyRedirects):
+        cls, what = ProtocolError, "invalid answer"
+    else:
+        cls, what = TransportError, "connection failed"
+    return cls(f"{where}: {what}: {exc or type(exc).__name__}", request)
 
 
 BY_TYPE: dict[str, type[SandboxAgentError]] = {

@@ -89,9 +89,9 @@ UniversalEventType: TypeAlias = Literal[
 
 
 class McpOAuthConfig(TypedDict):
-    clientId: NotRequired[str]
-    clientSecret: NotRequired[str]
-    scope: NotRequired[str]
+    clientId: NotRequired[str | None]
+    clientSecret: NotRequired[str | None]
+    scope: NotRequired[str | None]
 
 
 McpOAuthConfigOrDisabled: TypeAlias = McpOAuthConfig | bool
@@ -104,22 +104,22 @@ class McpServerConfigLocal(TypedDict):
     type: Literal["local"]
     command: McpCommand
     args: NotRequired[list[str]]
-    env: NotRequired[dict[str, str]]
-    enabled: NotRequired[bool]
-    timeoutMs: NotRequired[int]
-    cwd: NotRequired[str]
+    env: NotRequired[dict[str, str] | None]
+    enabled: NotRequired[bool | None]
+    timeoutMs: NotRequired[int | None]
+    cwd: NotRequired[str | None]
 
 
 class McpServerConfigRemote(TypedDict):
     type: Literal["remote"]
     url: str
-    headers: NotRequired[dict[str, str]]
-    bearerTokenEnvVar: NotRequired[str]
-    envHeaders: NotRequired[dict[str, str]]
-    oauth: NotRequired[McpOAuthConfigOrDisabled]
-    enabled: NotRequired[bool]
-    timeoutMs: NotRequired[int]
-    transport: NotRequired[McpRemoteTransport]
+    headers: NotRequired[dict[str, str] | None]
+    bearerTokenEnvVar: NotRequired[str | None]
+    envHeaders: NotRequired[dict[str, str] | None]
+    oauth: NotRequired[McpOAuthConfigOrDisabled | None]
+    enabled: NotRequired[bool | None]
+    timeoutMs: NotRequired[int | None]
+    transport: NotRequired[McpRemoteTransport | None]
 
 
 McpServerConfig: TypeAlias = McpServerConfigLocal | McpServerConfigRemote
@@ -128,9 +128,9 @@ McpServerConfig: TypeAlias = McpServerConfigLocal | McpServerConfigRemote
 class SkillSource(TypedDict):
     type: str
     source: str
-    skills: NotRequired[list[str]]
-    ref: NotRequired[str]
-    subpath: NotRequired[str]
+    skills: NotRequired[list[str] | None]
+    ref: NotRequired[str | None]
+    subpath: NotRequired[str | None]
 
 
 class SkillsConfig(TypedDict):
@@ -139,21 +139,21 @@ class SkillsConfig(TypedDict):
 
 class CreateSessionRequest(TypedDict):
     agent: str
-    agentMode: NotRequired[str]
-    permissionMode: NotRequired[str]
-    model: NotRequired[str]
-    variant: NotRequired[str]
-    agentVersion: NotRequired[str]
-    directory: NotRequired[str]
-    title: NotRequired[str]
-    mcp: NotRequired[dict[str, McpServerConfig]]
-    skills: NotRequired[SkillsConfig]
+    agentMode: NotRequired[str | None]
+    permissionMode: NotRequired[str | None]
+    model: NotRequired[str | None]
+    variant: NotRequired[str | None]
+    agentVersion: NotRequired[str | None]
+    directory: NotRequired[str | None]
+    title: NotRequired[str | None]
+    mcp: NotRequired[dict[str, McpServerConfig] | None]
+    skills: NotRequired[SkillsConfig | None]
 
 
 class MessageAttachment(TypedDict):
     path: str
-    mime: NotRequired[str]
-    filename: NotRequired[str]
+    mime: NotRequired[str | None]
+    filename: NotRequired[str | None]
 
 
 class MessageRequest(TypedDict):
@@ -170,7 +170,7 @@ class QuestionReplyRequest(TypedDict):
 
 
 class AgentInstallRequest(TypedDict):
-    reinstall: NotRequired[bool]
+    reinstall: NotRequired[bool | None]
 
 
 FsMoveRequest = TypedDict(
@@ -178,44 +178,44 @@ FsMoveRequest = TypedDict(
     {
         "from": str,
         "to": str,
-        "overwrite": NotRequired[bool],
+        "overwrite": NotRequired[bool | None],
     },
 )
 
 
 class EventsQuery(TypedDict):
-    offset: NotRequired[int]
-    limit: NotRequired[int]
-    includeRaw: NotRequired[bool]
+    offset: NotRequired[int | None]
+    limit: NotRequired[int | None]
+    includeRaw: NotRequired[bool | None]
 
 
 class TurnStreamQuery(TypedDict):
-    includeRaw: NotRequired[bool]
+    includeRaw: NotRequired[bool | None]
 
 
 class FsEntriesQuery(TypedDict):
-    path: NotRequired[str]
-    sessionId: NotRequired[str]
+    path: NotRequired[str | None]
+    sessionId: NotRequired[str | None]
 
 
 class FsPathQuery(TypedDict):
     path: str
-    sessionId: NotRequired[str]
+    sessionId: NotRequired[str | None]
 
 
 class FsDeleteQuery(TypedDict):
     path: str
-    sessionId: NotRequired[str]
-    recursive: NotRequired[bool]
+    sessionId: NotRequired[str | None]
+    recursive: NotRequired[bool | None]
 
 
 class FsSessionQuery(TypedDict):
-    sessionId: NotRequired[str]
+    sessionId: NotRequired[str | None]
 
 
 class FsUploadBatchQuery(TypedDict):
-    path: NotRequired[str]
-    sessionId: NotRequired[str]
+    path: NotRequired[str | None]
+    sessionId: NotRequired[str | None]
 
 
 class FsEntry(TypedDict):
@@ -223,14 +223,14 @@ class FsEntry(TypedDict):
     path: str
     entryType: FsEntryType
     size: int
-    modified: NotRequired[str]
+    modified: NotRequired[str | None]
 
 
 class FsStat(TypedDict):
     path: str
     entryType: FsEntryType
     size: int
-    modified: NotRequired[str]
+    modified: NotRequired[str | None]
 
 
 class FsWriteResponse(TypedDict):
@@ -286,10 +286,10 @@ class AgentCapabilities(TypedDict):
 
 class ServerStatusInfo(TypedDict):
     status: ServerStatus
-    baseUrl: NotRequired[str]
-    uptimeMs: NotRequired[int]
+    baseUrl: NotRequired[str | None]
+    uptimeMs: NotRequired[int | None]
     restartCount: int
-    lastError: NotRequired[str]
+    lastError: NotRequired[str | None]
 
 
 class AgentInfo(TypedDict):
@@ -299,10 +299,10 @@ class AgentInfo(TypedDict):
     """
     Whether the credentials the agent needs are available
     """
-    version: NotRequired[str]
-    path: NotRequired[str]
+    version: NotRequired[str | None]
+    path: NotRequired[str | None]
     capabilities: AgentCapabilities
-    serverStatus: NotRequired[ServerStatusInfo]
+    serverStatus: NotRequired[ServerStatusInfo | None]
 
 
 class AgentListResponse(TypedDict):
@@ -321,14 +321,14 @@ class AgentModesResponse(TypedDict):
 
 class AgentModelInfo(TypedDict):
     id: str
-    name: NotRequired[str]
-    variants: NotRequired[list[str]]
-    defaultVariant: NotRequired[str]
+    name: NotRequired[str | None]
+    variants: NotRequired[list[str] | None]
+    defaultVariant: NotRequired[str | None]
 
 
 class AgentModelsResponse(TypedDict):
     models: list[AgentModelInfo]
-    defaultModel: NotRequired[str]
+    defaultModel: NotRequired[str | None]
 
 
 class SessionInfo(TypedDict):
@@ -336,17 +336,17 @@ class SessionInfo(TypedDict):
     agent: str
     agentMode: str
     permissionMode: str
-    model: NotRequired[str]
-    variant: NotRequired[str]
-    nativeSessionId: NotRequired[str]
+    model: NotRequired[str | None]
+    variant: NotRequired[str | None]
+    nativeSessionId: NotRequired[str | None]
     ended: bool
     eventCount: int
     createdAt: int
     updatedAt: int
-    directory: NotRequired[str]
-    title: NotRequired[str]
-    mcp: NotRequired[dict[str, McpServerConfig]]
-    skills: NotRequired[SkillsConfig]
+    directory: NotRequired[str | None]
+    title: NotRequired[str | None]
+    mcp: NotRequired[dict[str, McpServerConfig] | None]
+    skills: NotRequired[SkillsConfig | None]
 
 
 class SessionListResponse(TypedDict):
@@ -356,15 +356,15 @@ class SessionListResponse(TypedDict):
 class AgentError(TypedDict):
     type: ErrorType
     message: str
-    agent: NotRequired[str]
-    session_id: NotRequired[str]
-    details: NotRequired[Any]
+    agent: NotRequired[str | None]
+    session_id: NotRequired[str | None]
+    details: NotRequired[Any | None]
 
 
 class CreateSessionResponse(TypedDict):
     healthy: bool
-    nativeSessionId: NotRequired[str]
-    error: NotRequired[AgentError]
+    nativeSessionId: NotRequired[str | None]
+    error: NotRequired[AgentError | None]
 
 
 class ContentPartText(TypedDict):
@@ -394,7 +394,7 @@ class ContentPartFileRef(TypedDict):
     type: Literal["file_ref"]
     path: str
     action: FileAction
-    diff: NotRequired[str]
+    diff: NotRequired[str | None]
 
 
 class ContentPartReasoning(TypedDict):
@@ -406,13 +406,13 @@ class ContentPartReasoning(TypedDict):
 class ContentPartImage(TypedDict):
     type: Literal["image"]
     path: str
-    mime: NotRequired[str]
+    mime: NotRequired[str | None]
 
 
 class ContentPartStatus(TypedDict):
     type: Literal["status"]
     label: str
-    detail: NotRequired[str]
+    detail: NotRequired[str | None]
 
 
 ContentPart: TypeAlias = (
@@ -429,34 +429,34 @@ ContentPart: TypeAlias = (
 
 class UniversalItem(TypedDict):
     item_id: str
-    native_item_id: NotRequired[str]
-    parent_id: NotRequired[str]
+    native_item_id: NotRequired[str | None]
+    parent_id: NotRequired[str | None]
     kind: ItemKind
-    role: NotRequired[ItemRole]
+    role: NotRequired[ItemRole | None]
     content: list[ContentPart]
     status: ItemStatus
 
 
 class TurnEventData(TypedDict):
     phase: TurnPhase
-    turn_id: NotRequired[str]
-    metadata: NotRequired[Any]
+    turn_id: NotRequired[str | None]
+    metadata: NotRequired[Any | None]
 
 
 class SessionStartedData(TypedDict):
-    metadata: NotRequired[Any]
+    metadata: NotRequired[Any | None]
 
 
 class StderrOutput(TypedDict):
-    head: NotRequired[str]
+    head: NotRequired[str | None]
     """
     The first lines of stderr, or all of it when not truncated
     """
-    tail: NotRequired[str]
+    tail: NotRequired[str | None]
     """
     The last lines of stderr (only when truncated)
     """
-    total_lines: NotRequired[int]
+    total_lines: NotRequired[int | None]
     """
     Number of lines stderr had
     """
@@ -469,15 +469,15 @@ class StderrOutput(TypedDict):
 class SessionEndedData(TypedDict):
     reason: SessionEndReason
     terminated_by: TerminatedBy
-    message: NotRequired[str]
+    message: NotRequired[str | None]
     """
     Error message when the reason is `error`
     """
-    exit_code: NotRequired[int]
+    exit_code: NotRequired[int | None]
     """
     The agent's exit code when the reason is `error`
     """
-    stderr: NotRequired[StderrOutput]
+    stderr: NotRequired[StderrOutput | None]
 
 
 class ItemEventData(TypedDict):
@@ -486,35 +486,35 @@ class ItemEventData(TypedDict):
 
 class ItemDeltaData(TypedDict):
     item_id: str
-    native_item_id: NotRequired[str]
+    native_item_id: NotRequired[str | None]
     delta: str
 
 
 class ErrorData(TypedDict):
     message: str
-    code: NotRequired[str]
-    details: NotRequired[Any]
+    code: NotRequired[str | None]
+    details: NotRequired[Any | None]
 
 
 class PermissionEventData(TypedDict):
     permission_id: str
     action: str
     status: PermissionStatus
-    metadata: NotRequired[Any]
+    metadata: NotRequired[Any | None]
 
 
 class QuestionEventData(TypedDict):
     question_id: str
     prompt: str
     options: list[str]
-    response: NotRequired[str]
+    response: NotRequired[str | None]
     status: QuestionStatus
 
 
 class AgentUnparsedData(TypedDict):
     error: str
     location: str
-    raw_hash: NotRequired[str]
+    raw_hash: NotRequired[str | None]
 
 
 UniversalEventData: TypeAlias = (
@@ -530,27 +530,255 @@ UniversalEventData: TypeAlias = (
 )
 
 
-class UniversalEvent(TypedDict):
+class ProblemDetails(TypedDict):
+    type: str
+    title: str
+    status: int
+    detail: NotRequired[str | None]
+    instance: NotRequired[str | None]
+
+
+class SessionStartedEvent(TypedDict):
+    """
+    An event of type `session.started`.
+    """
+
     event_id: str
     sequence: int
     time: str
     session_id: str
-    native_session_id: NotRequired[str]
+    native_session_id: NotRequired[str | None]
     synthetic: bool
     source: EventSource
-    type: UniversalEventType
-    data: UniversalEventData
-    raw: NotRequired[Any]
+    type: Literal["session.started"]
+    data: SessionStartedData
+    raw: NotRequired[Any | None]
+
+
+class SessionEndedEvent(TypedDict):
+    """
+    An event of type `session.ended`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str | None]
+    synthetic: bool
+    source: EventSource
+    type: Literal["session.ended"]
+    data: SessionEndedData
+    raw: NotRequired[Any | None]
+
+
+class TurnStartedEvent(TypedDict):
+    """
+    An event of type `turn.started`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str | None]
+    synthetic: bool
+    source: EventSource
+    type: Literal["turn.started"]
+    data: TurnEventData
+    raw: NotRequired[Any | None]
+
+
+class TurnEndedEvent(TypedDict):
+    """
+    An event of type `turn.ended`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str | None]
+    synthetic: bool
+    source: EventSource
+    type: Literal["turn.ended"]
+    data: TurnEventData
+    raw: NotRequired[Any | None]
+
+
+class ItemStartedEvent(TypedDict):
+    """
+    An event of type `item.started`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str | None]
+    synthetic: bool
+    source: EventSource
+    type: Literal["item.started"]
+    data: ItemEventData
+    raw: NotRequired[Any | None]
+
+
+class ItemDeltaEvent(TypedDict):
+    """
+    An event of type `item.delta`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str | None]
+    synthetic: bool
+    source: EventSource
+    type: Literal["item.delta"]
+    data: ItemDeltaData
+    raw: NotRequired[Any | None]
+
+
+class ItemCompletedEvent(TypedDict):
+    """
+    An event of type `item.completed`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str | None]
+    synthetic: bool
+    source: EventSource
+    type: Literal["item.completed"]
+    data: ItemEventData
+    raw: NotRequired[Any | None]
+
+
+class ErrorEvent(TypedDict):
+    """
+    An event of type `error`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str | None]
+    synthetic: bool
+    source: EventSource
+    type: Literal["error"]
+    data: ErrorData
+    raw: NotRequired[Any | None]
+
+
+class PermissionRequestedEvent(TypedDict):
+    """
+    An event of type `permission.requested`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str | None]
+    synthetic: bool
+    source: EventSource
+    type: Literal["permission.requested"]
+    data: PermissionEventData
+    raw: NotRequired[Any | None]
+
+
+class PermissionResolvedEvent(TypedDict):
+    """
+    An event of type `permission.resolved`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str | None]
+    synthetic: bool
+    source: EventSource
+    type: Literal["permission.resolved"]
+    data: PermissionEventData
+    raw: NotRequired[Any | None]
+
+
+class QuestionRequestedEvent(TypedDict):
+    """
+    An event of type `question.requested`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str | None]
+    synthetic: bool
+    source: EventSource
+    type: Literal["question.requested"]
+    data: QuestionEventData
+    raw: NotRequired[Any | None]
+
+
+class QuestionResolvedEvent(TypedDict):
+    """
+    An event of type `question.resolved`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str | None]
+    synthetic: bool
+    source: EventSource
+    type: Literal["question.resolved"]
+    data: QuestionEventData
+    raw: NotRequired[Any | None]
+
+
+class AgentUnparsedEvent(TypedDict):
+    """
+    An event of type `agent.unparsed`.
+    """
+
+    event_id: str
+    sequence: int
+    time: str
+    session_id: str
+    native_session_id: NotRequired[str | None]
+    synthetic: bool
+    source: EventSource
+    type: Literal["agent.unparsed"]
+    data: AgentUnparsedData
+    raw: NotRequired[Any | None]
+
+
+UniversalEvent: TypeAlias = (
+    SessionStartedEvent
+    | SessionEndedEvent
+    | TurnStartedEvent
+    | TurnEndedEvent
+    | ItemStartedEvent
+    | ItemDeltaEvent
+    | ItemCompletedEvent
+    | ErrorEvent
+    | PermissionRequestedEvent
+    | PermissionResolvedEvent
+    | QuestionRequestedEvent
+    | QuestionResolvedEvent
+    | AgentUnparsedEvent
+)
+"""
+An event: checking `type` tells which `data` it has.
+"""
 
 
 class EventsResponse(TypedDict):
     events: list[UniversalEvent]
     hasMore: bool
-
-
-class ProblemDetails(TypedDict):
-    type: str
-    title: str
-    status: int
-    detail: NotRequired[str]
-    instance: NotRequired[str]

@@ -16,12 +16,18 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from .errors import SandboxAgentError
+
 # The server's start-up line: "acp-rest-bridge listening on http://127.0.0.1:PORT; ..."
 LISTENING = re.compile(r"listening on (http://\S+?);")
 
 
-class SpawnError(RuntimeError):
+class SpawnError(SandboxAgentError, RuntimeError):
     """The server could not be started (no binary, it exited, it did not become healthy in time)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, None, None)
+        self.args = (message,)
 
 
 @dataclass

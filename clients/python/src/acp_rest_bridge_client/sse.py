@@ -1,4 +1,4 @@
-"""Server-sent events: an incremental decoder, and what ends a turn's stream."""
+"""Server-sent events: an incremental decoder."""
 
 from __future__ import annotations
 
@@ -7,11 +7,6 @@ from dataclasses import dataclass
 from typing import cast
 
 from .models import UniversalEvent
-
-# The server closes POST .../messages/stream after the first of these (legacy behaviour).
-TURN_STREAM_END = frozenset(
-    {"turn.ended", "session.ended", "error", "agent.unparsed", "permission.requested", "question.requested"}
-)
 
 
 @dataclass(frozen=True)
