@@ -55,6 +55,8 @@ from .handler import ItemTranslator
 from .items import make_item
 
 TOOL_STATUSES = frozenset({"pending", "in_progress", "completed", "failed", "cancelled"})
+# At most this many files are read for one update (an agent may name any number in its diffs).
+FILES_PER_UPDATE = 8
 ENDED = frozenset({"completed", "failed", "cancelled"})
 _MISSING: Any = object()
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -74,6 +76,11 @@ class ToolStyle:
     # Agent tool names that run anything (codex's `exec_command` runs `cat` as well as `echo`):
     # the ACP kind names such a call (read, shell...), the alias only when there is no kind.
     kind_named: frozenset[str] = frozenset()
+    # The agent's v1 diffs are whole files (ACP's meaning): without the file, they are shown as
+    # they are. False for agents that send snippets (claude): then only exact data gives a diff.
+    whole_file_diffs: bool = True
+    # A `rawOutput` object without any of `output_fields` is shown as JSON text (else the text content).
+    json_output: bool = True
 
 
 DEFAULT_STYLE = ToolStyle()
@@ -124,7 +131,12 @@ class ToolCallState:
     # Output text the agent streamed in `_meta` (`terminal_output_delta`, `terminal_output`) for a
     # terminal of its own, which the bridge cannot look up.
     streamed: list[str] = field(default_factory=list)
-    _diff_cache: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    # The agent's own exact record of a change, by path (claude's toolResponse): whole files.
+    exact: dict[str, diffs.WholeFiles] = field(default_factory=dict)
+    # The files the call's diffs name, as the session layer read them (None: no such file), and
+    # whether the change was made then (the call had completed).
+    views: dict[str, tuple[str | None, bool]] = field(default_factory=dict)
+    _diff_cache: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
 
     def raw(self) -> Any:
         """The call's ACP messages: one message as itself, several as a list."""
@@ -184,6 +196,8 @@ class ToolCalls:
         self.finished: dict[str, tuple[str, str | None]] = {}  # toolCallId -> (call item, result item)
         # Tool calls first seen in a permission request, merged when the call is announced.
         self.asked: dict[str, dict[str, Any]] = {}
+        # Files the session layer read for the update it translates next (``supply_files``).
+        self._supplied: dict[str, dict[str, str | None]] = {}
 
     @property
     def style(self) -> ToolStyle:
@@ -218,6 +232,48 @@ class ToolCalls:
                 if known is None or _diff_size(item) > _diff_size(known):
                     state.asked_diffs[item["path"]] = item
 
+    # ---- the files behind diffs ----------------------------------------------------------------
+    def files_wanted(self, update: dict[str, Any]) -> list[str]:
+        """The files whose text the translation of ``update`` (a tool_call or tool_call_update) needs
+        to show exact diffs: those its v1 diffs name, when this update shows the call's result (it
+        starts or ends it) and the agent gave no exact record of the change. The session layer reads
+        them (no I/O here) and hands them over with ``supply_files`` before the update."""
+        call_id = update.get("toolCallId")
+        if not isinstance(call_id, str) or call_id in self.finished:
+            return []
+        state = self.calls.get(call_id)
+        status = update.get("status")
+        if status not in TOOL_STATUSES or (status == "pending" and state is not None):
+            status = state.status if state is not None else "pending"
+        meta = update.get("_meta")
+        streamed = isinstance(meta, dict) and any(key in meta for key in STREAMED_OUTPUT_KEYS)
+        output = update.get("rawOutput") is not None or streamed or (state is not None and state.has_output)
+        if status not in ENDED and (not output or (state is not None and state.result_started)):
+            return []
+        content = update.get("content")
+        items = content if isinstance(content, list) else (state.content if state is not None else [])
+        asked = state.asked_diffs.values() if state is not None else self._asked_diffs(call_id)
+        exact = set(state.exact) if state is not None else set()
+        change = diffs.vendor_change(meta) or diffs.output_change(update.get("rawOutput"))
+        if change is not None:
+            exact.add(change[0])
+        wanted: list[str] = []
+        for item in [*items, *asked]:
+            if isinstance(item, dict) and item.get("type") == "diff" and not diffs.is_v2(item):
+                path = item.get("path")
+                if isinstance(path, str) and path and path not in exact and path not in wanted:
+                    wanted.append(path)
+        return wanted[:FILES_PER_UPDATE]
+
+    def _asked_diffs(self, call_id: str) -> list[Any]:
+        asked = self.asked.get(call_id)
+        return list(asked.get("content") or []) if asked is not None else []
+
+    def supply_files(self, call_id: str, files: dict[str, str | None]) -> None:
+        """The text of files ``files_wanted`` named (None: no such file), for the next update of
+        ``call_id``; a file that could not be read is left out."""
+        self._supplied[call_id] = files
+
     # ---- updates ---------------------------------------------------------------------------
     def upsert(self, update: dict[str, Any], raw: Any, *, chunk: Any = _MISSING) -> list[EventDraft]:
         call_id: str = update["toolCallId"]
@@ -231,6 +287,11 @@ class ToolCalls:
         self._merge(state, update)
         if is_new and call_id in self.asked:
             self._merge_asked(state, self.asked.pop(call_id))
+        files = self._supplied.pop(call_id, None)
+        if files:
+            changed = state.status == "completed"
+            for path, view in files.items():
+                state.views[path] = (view, changed)
         if chunk is not _MISSING:
             state.content.append(chunk)
             state.chunked = True
@@ -301,6 +362,9 @@ class ToolCalls:
         if vendor is not None:
             state.vendor_name = vendor
         meta = update.get("_meta")
+        change = diffs.vendor_change(meta) or diffs.output_change(raw_output)
+        if change is not None:
+            state.exact[change[0]] = change[1]
         if isinstance(meta, dict):
             for key in STREAMED_OUTPUT_KEYS:
                 chunk = meta.get(key)
@@ -421,22 +485,33 @@ class ToolCalls:
     def _diff_parts(self, state: ToolCallState, item: dict[str, Any]) -> list[dict[str, Any]]:
         if diffs.is_v2(item):
             return diffs.v2_parts(item)
+        path, old, new = diffs.v1_texts(item)
+        exact = state.exact.get(path)
+        if exact is not None:  # the agent's own record: whole files
+            return [self._cached(state, ("exact", path), lambda: diffs.file_ref(path, *exact))]
         patch = self._raw_patch(state) if self.style.patch_fields else None
-        if patch is not None and isinstance(item.get("path"), str):
-            text = diffs.patch_for(item["path"], patch)
+        if patch is not None and path:
+            text = diffs.patch_for(path, patch)
             if text is not None:
-                action = "patch" if item.get("oldText") else "write"
-                return [{"type": "file_ref", "path": item["path"], "action": action, "diff": text}]
-        path, old, new = item.get("path"), item.get("oldText"), item.get("newText")
-        key = (
-            path if isinstance(path, str) else "",
-            old if isinstance(old, str) else "",
-            new if isinstance(new, str) else "",
-        )
+                return [{"type": "file_ref", "path": path, "action": "patch" if old else "write", "diff": text}]
+        view = state.views.get(path)
+        if view is not None:  # the file as read: find the change in it
+            key = ("view", path, old, new, view[1], view[0])
+            files = diffs.located(old, new, view[0], view[1])
+            if files is None:
+                return [diffs.no_diff_ref(path, old)]
+            return [self._cached(state, key, lambda: diffs.file_ref(path, *files))]
+        if not self.style.whole_file_diffs and old:
+            return [diffs.no_diff_ref(path, old)]  # snippets: no diff without the file
+        # Started and completed show the same diff: computed once.
+        return [self._cached(state, ("texts", path, old, new), lambda: diffs.v1_file_ref(item))]
+
+    @staticmethod
+    def _cached(state: ToolCallState, key: tuple[Any, ...], make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         part = state._diff_cache.get(key)
-        if part is None:  # started and completed show the same diff: compute it once
-            part = state._diff_cache[key] = diffs.v1_file_ref(item)
-        return [dict(part)]
+        if part is None:
+            part = state._diff_cache[key] = make()
+        return dict(part)
 
     def output(self, state: ToolCallState) -> str:
         lookup = self._t.terminal_output
@@ -446,8 +521,11 @@ class ToolCalls:
                 return texts
         if state.streamed:
             return "".join(state.streamed)
-        if state.raw_output is not None:
-            return output_text(state.raw_output, self.style.output_fields)
+        raw = state.raw_output
+        if raw is not None and (self.style.json_output or not isinstance(raw, dict)):
+            return output_text(raw, self.style.output_fields)
+        if isinstance(raw, dict) and any(isinstance(raw.get(key), str) for key in self.style.output_fields):
+            return output_text(raw, self.style.output_fields)
         return content_texts(state.content, None) or ""
 
 

@@ -3,6 +3,8 @@
 
 - ``read <path> [<line> [<limit>]]``: ``fs/read_text_file``
 - ``write <path> <text>``: ``fs/write_text_file`` (reads the old text first, for the diff)
+- ``edit <path> <old> => <new>``: ``fs/read_text_file``, the first ``<old>`` replaced, ``fs/write_text_file``;
+  its diff shows only the two snippets, trimmed (as claude's Edit does)
 - ``run [--timeout=<seconds>] <shell command>``: ``terminal/create``, wait (or poll and kill at the
   timeout), ``terminal/output``, ``terminal/release``
 - ``spawn <shell command>``: ``terminal/create``, report the first output, leave it running
@@ -142,6 +144,42 @@ def _write(ctx: Context) -> list[Step]:
     return steps
 
 
+# ---- edit --------------------------------------------------------------------------------------
+def _edit(ctx: Context) -> list[Step]:
+    parts = ctx.message.split(None, 2)
+    old, arrow, new = parts[2].partition(" => ") if len(parts) == 3 else ("", "", "")
+    if not arrow or not old:
+        return _usage(ctx, "edit <path> <old> => <new>")
+    if not (_offers(ctx, "fs", "readTextFile") and _offers(ctx, "fs", "writeTextFile")):
+        return _unsupported(ctx, "fs/read_text_file and fs/write_text_file")
+    path = _absolute(ctx, parts[1])
+    tool_id = ctx.id("edit")
+    diff = {"type": "diff", "path": path, "oldText": old.strip(), "newText": new.strip()}
+
+    def change(c: Context) -> list[Step]:
+        result = c.saved["old"]
+        error = _error(result)
+        if error is not None:
+            return _failure(c, tool_id, f"Reading {path}", error)
+        text = result.get("content", "") if isinstance(result, dict) else ""
+        if old not in text:
+            return _failure(c, tool_id, f"Editing {path}", {"message": "text not found", "code": -32602})
+        params = {"path": path, "content": text.replace(old, new, 1)}
+        return [{"request": "fs/write_text_file", "params": params, "save": "write"}, {"call": written}]
+
+    def written(c: Context) -> list[Step]:
+        error = _error(c.saved["write"])
+        if error is not None:
+            return _failure(c, tool_id, f"Writing {path}", error)
+        return [_tool_update(tool_id, "completed", [diff]), *say(c.id("reply"), f"Edited {path}.")]
+
+    return [
+        _tool_start(tool_id, f"Edit {path}", "edit", {"path": path, "old": old, "new": new}, content=[diff]),
+        {"request": "fs/read_text_file", "params": {"path": path}, "save": "old"},
+        {"call": change},
+    ]
+
+
 # ---- terminals ---------------------------------------------------------------------------------
 def _poll(terminal_id: str, enough: Any, deadline: float, then: Any) -> list[Step]:
     """terminal/output until ``enough(result)`` or the deadline, then the steps of ``then(ctx)``."""
@@ -265,6 +303,7 @@ def _spawn(ctx: Context) -> list[Step]:
 COMMANDS: dict[str, Script] = {
     "read": _read,
     "write": _write,
+    "edit": _edit,
     "run": _run,
     "spawn": _spawn,
 }
