@@ -19,6 +19,8 @@ from tests.realagents.legacy import install_dir, install_outside
 from tests.realagents.netns import driver_report, isolation, opted_out, unavailable
 from tests.realagents.registry_agent import AGENT, catalog_version
 
+pytestmark = pytest.mark.realagents  # npm agents against the fake LLM in a network namespace
+
 DRIVER_TIMEOUT = 300.0
 
 
