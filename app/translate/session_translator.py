@@ -200,6 +200,11 @@ class SessionTranslator:
         if isinstance(call_id, str):
             self.tools.supply_files(call_id, files)
 
+    def file_written(self, path: str, before: str | None, after: str) -> None:
+        """The agent wrote a whole file through the bridge (``fs/write_text_file``): the exact change
+        for the diff of the tool call that made it (see ``ToolCalls.file_written``)."""
+        self.tools.file_written(path, before, after)
+
     def unparsed(self, error: str, location: str, raw: Any) -> list[EventDraft]:
         data = {"error": error, "location": location, "raw_hash": raw_hash(raw)}
         return [EventDraft(AGENT_UNPARSED, data, synthetic=True, raw=raw)]

@@ -269,6 +269,20 @@ class ToolCalls:
         asked = self.asked.get(call_id)
         return list(asked.get("content") or []) if asked is not None else []
 
+    def file_written(self, path: str, before: str | None, after: str) -> None:
+        """A whole file the agent wrote through the bridge: the exact change of the one open tool
+        call that names it (its diffs, edit target or locations); nothing when none or several do, or
+        when it changed nothing. Several writes by one call make one change, from the first one's
+        before to the last's after."""
+        naming = [state for state in self.calls.values() if path in _paths_named(state)]
+        if len(naming) != 1 or before == after:
+            return  # no call, or which one cannot be told; or the file had changed already (opencode
+            # writes a file itself, then through the client too): this write tells nothing
+        state = naming[0]
+        known = state.exact.get(path)
+        state.exact[path] = (known[0] if known is not None else before, after)
+        state._diff_cache.clear()
+
     def supply_files(self, call_id: str, files: dict[str, str | None]) -> None:
         """The text of files ``files_wanted`` named (None: no such file), for the next update of
         ``call_id``; a file that could not be read is left out."""
@@ -456,7 +470,11 @@ class ToolCalls:
         elif state.kind == "edit" and not seen:
             edited = edit_target(state)
             if edited is not None:
-                parts.append({"type": "file_ref", "path": edited[0], "action": edited[1], "diff": None})
+                exact = state.exact.get(edited[0])
+                if exact is not None:  # no diff content, but the change is known (written through the bridge)
+                    parts.append(diffs.file_ref(edited[0], *exact))
+                else:
+                    parts.append({"type": "file_ref", "path": edited[0], "action": edited[1], "diff": None})
         return parts
 
     @staticmethod
@@ -572,6 +590,20 @@ def output_text(raw_output: Any, fields: tuple[str, ...] = ("output",)) -> str:
 STREAMED_OUTPUT_KEYS = ("terminal_output_delta", "terminal_output")
 
 _PATH_KEYS = ("file_path", "filePath", "filepath", "path")
+
+
+def _paths_named(state: ToolCallState) -> set[str]:
+    """The files a tool call names: in its diffs, its edit target, its locations."""
+    named = {
+        item["path"]
+        for item in [*state.content, *state.asked_diffs.values()]
+        if isinstance(item, dict) and item.get("type") == "diff" and isinstance(item.get("path"), str)
+    }
+    named.update(loc["path"] for loc in state.locations if isinstance(loc, dict) and isinstance(loc.get("path"), str))
+    target = edit_target(state)
+    if target is not None:
+        named.add(target[0])
+    return named
 
 
 def edit_target(state: ToolCallState) -> tuple[str, str] | None:

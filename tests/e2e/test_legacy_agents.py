@@ -65,8 +65,14 @@ def file_refs(result: dict[str, Any]) -> list[dict[str, Any]]:
     return [p for p in parts(items(result, "tool_result"), "file_ref") if p["action"] in ("write", "patch")]
 
 
+def conversation(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The model requests of the agent's conversation (not those of its helpers, such as codex's
+    auto-review classifier, which it may call now and then)."""
+    return [r for r in result["llm_requests"] if r["tools"] and not r.get("subagent")]
+
+
 def models_asked(result: dict[str, Any]) -> set[str]:
-    return {r["model"] for r in result["llm_requests"] if r["tools"]}
+    return {r["model"] for r in conversation(result)}
 
 
 def work_dir(result: dict[str, Any]) -> str:
@@ -237,7 +243,7 @@ def test_modes_behave_as_named(run: dict[str, Any]) -> None:
         assert ["set_config_option", "mode", "agent-full-access"] in bypass["settings_sent"], bypass["settings_sent"]
         assert ["set_config_option", "reasoning_effort", "high"] in bypass["settings_sent"]
         assert bypass["permissions_answered"] == [] and not of_type(bypass, "permission.requested")
-        assert {r["effort"] for r in bypass["llm_requests"]} == {"high"}  # variant -> reasoning effort
+        assert {r["effort"] for r in conversation(bypass)} == {"high"}  # variant -> reasoning effort
         assert bypass["info"]["agentMode"] == "build" and bypass["info"]["variant"] == "high"
         # default and acceptEdits leave codex on its own default ("auto review"): these edits pass unasked.
         for name in ("default", "accept_edits"):
@@ -247,7 +253,7 @@ def test_modes_behave_as_named(run: dict[str, Any]) -> None:
             assert not of_type(result, "permission.requested")
         plan = case(run, "plan")
         assert ["set_config_option", "mode", "read-only"] in plan["settings_sent"]
-        assert all(r["prompt"].startswith(PLAN_PREFIX) for r in plan["llm_requests"] if r["tools"])
+        assert all(r["prompt"].startswith(PLAN_PREFIX) for r in conversation(plan))
         assert of_type(plan, "permission.requested"), "read-only asks before writing"
         assert fake_llm.FILE_NAME not in plan["files"]
         assert "turbo" in case(run, "unknown_variant")["create"]["body"]["detail"]
@@ -257,11 +263,11 @@ def test_modes_behave_as_named(run: dict[str, Any]) -> None:
         assert ["set_config_option", "mode", "full-access"] in bypass["settings_sent"], bypass["settings_sent"]
         assert ["set_config_option", "reasoning_effort", "high"] in bypass["settings_sent"]
         assert bypass["permissions_answered"] == [] and not of_type(bypass, "permission.requested")
-        assert {r["effort"] for r in bypass["llm_requests"]} == {"high"}  # variant -> reasoning effort
+        assert {r["effort"] for r in conversation(bypass)} == {"high"}  # variant -> reasoning effort
         assert bypass["info"]["agentMode"] == "build" and bypass["info"]["variant"] == "high"
         plan = case(run, "plan")
         assert not any(s[2] == "full-access" for s in plan["settings_sent"])  # read-only, codex's start mode
-        assert all(r["prompt"].startswith(PLAN_PREFIX) for r in plan["llm_requests"] if r["tools"])
+        assert all(r["prompt"].startswith(PLAN_PREFIX) for r in conversation(plan))
         assert of_type(plan, "permission.requested"), "read-only asks before writing"
         assert fake_llm.FILE_NAME not in plan["files"]
         assert "ultra" in case(run, "unknown_variant")["create"]["body"]["detail"]
@@ -302,13 +308,14 @@ def test_every_diff_applies_to_the_file_as_it_was(run: dict[str, Any]) -> None:
             continue
         check = diff_check(result)
         assert check.ok, (name, check.summary(), check.problems)
-        # opencode shows no diff for a write it does not ask about (nothing tells the change).
+        # opencode shows no diff for a write it does not ask about (its tool call has none, and it
+        # writes the file itself before it writes it through the bridge): that file_ref has none.
         assert check.missing == 0 or run["agent"] == "opencode", (name, check.summary())
         total += check.diffs
     rewrites = [
         r for r in run["cases"].values() if "rewrite" in (r.get("steps") or "") and r["create"]["status"] == 200
     ]
-    assert rewrites and all(diff_check(r).diffs >= 3 for r in rewrites)
+    assert rewrites and all(diff_check(r).diffs + diff_check(r).missing >= 3 for r in rewrites)
     print(f"{run['agent']}: {total} diffs, all apply")
 
 

@@ -5,6 +5,12 @@ completed tool call is then applied, so the next one is checked against the file
 end the scratch copy must equal the files the session left.
 
     python -m tests.realagents.diffcheck report.json    # a driver's report: prints the findings
+    python -m tests.realagents.diffcheck --agent claude --version 0.23.1 --sessions 20
+
+The second form installs the agent (``POST /v1/agents/{agent}/install``), runs that many sessions of
+``write,edit,rewrite`` (a new file written, edited, written again) through the legacy API against
+the fake LLM in a loopback-only namespace (half asking, every permission answered ``once``, half in
+``acceptEdits``), checks every diff of every session and prints the figures.
 """
 
 from __future__ import annotations
@@ -117,17 +123,90 @@ def check_events(events: list[dict[str, Any]], files: dict[str, str] | None = No
     return check
 
 
+def check_report(report: dict[str, Any]) -> dict[str, DiffCheck]:
+    """Each case of a driver's report, checked with the files it left."""
+    checks: dict[str, DiffCheck] = {}
+    for name, result in report.get("cases", {}).items():
+        if result.get("create", {}).get("status") != 200:
+            continue
+        directory = (result.get("info") or {}).get("directory", "")
+        files = {f"{directory}/{k}": v for k, v in result.get("files", {}).items()}
+        checks[name] = check_events(result.get("events", []), files)
+    return checks
+
+
+def run_sessions(agent: str, version: str | None, sessions: int, steps: str) -> dict[str, Any]:
+    """``sessions`` sessions of ``steps`` through the legacy driver, in the namespace: its report."""
+    from tests.realagents.legacy import install_outside, wanted_version
+    from tests.realagents.netns import run_isolated
+
+    version = version or wanted_version(agent)
+    installed = install_outside(agent, version)
+    if installed["status"] != 204:
+        raise SystemExit(f"{agent} {version} could not be installed: {installed['body'][-1500:]}")
+    with tempfile.TemporaryDirectory(prefix="diffcheck-run-") as tmp:
+        out = Path(tmp) / "report.json"
+        argv = [sys.executable, "-m", "tests.realagents.diffcheck", "--drive", agent, "--version", version]
+        argv += ["--sessions", str(sessions), "--steps", steps, "--out", str(out)]
+        done = run_isolated(argv, timeout=60.0 * sessions + 300)
+        if done.returncode != 0 or not out.exists():
+            raise SystemExit(f"the driver failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        report: dict[str, Any] = json.loads(out.read_text())
+    return report
+
+
+def drive(agent: str, version: str, sessions: int, steps: str, out: Path) -> None:
+    """Inside the namespace: the legacy driver with ``sessions`` cases of ``steps``."""
+    from tests.realagents.legacy import AGENTS, Case, Driver, LegacyAgent
+    from tests.realagents.netns import run_driver
+
+    base = AGENTS[agent]
+    cases = tuple(
+        Case(f"s{n:02d}", {} if n % 2 else {"permissionMode": "acceptEdits"}, steps) for n in range(1, sessions + 1)
+    )
+    runs = LegacyAgent(base.id, base.env, base.key, cases, registry=base.registry, tested=base.tested)
+
+    def execute(root: Path) -> dict[str, Any]:
+        return Driver(runs, root, version, keyless=False).execute()
+
+    run_driver(f"diffcheck-{agent}-", execute, out, keep=False)
+
+
 def main(argv: list[str]) -> int:
-    report = json.loads(Path(argv[0]).read_text())
-    results = report.get("cases", {"session": report})
-    failed = False
-    for name, result in results.items():
-        check = check_events(result.get("events", []))
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("report", nargs="?", type=Path, help="a driver's JSON report to check")
+    parser.add_argument("--agent", help="run sessions of this agent (a legacy or registry id of legacy.py)")
+    parser.add_argument("--drive", help=argparse.SUPPRESS)  # the run inside the namespace
+    parser.add_argument("--version", help="its version (default: the tested one)")
+    parser.add_argument("--sessions", type=int, default=20)
+    parser.add_argument("--steps", default="write,edit,rewrite")
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.drive:
+        assert args.out is not None and args.version is not None
+        drive(args.drive, args.version, args.sessions, args.steps, args.out)
+        return 0
+    if args.agent:
+        report = run_sessions(args.agent, args.version, args.sessions, args.steps)
+        if "failure" in report:
+            print(f"the run failed: {report['failure']}")
+            return 1
+    elif args.report:
+        report = json.loads(args.report.read_text())
+    else:
+        parser.error("a report, or --agent")
+    checks = check_report(report)
+    for name, check in checks.items():
         print(f"{name}: {check.summary()}")
         for problem in check.problems:
             print("  " + problem.replace("\n", "\n  "))
-        failed |= not check.ok
-    return 1 if failed else 0
+    good = [c for c in checks.values() if c.ok and not c.missing]
+    total = sum(c.diffs for c in checks.values())
+    who = f"{report.get('agent')} {report.get('version')}"
+    print(f"{who}: {len(good)} of {len(checks)} sessions have every diff there and applying ({total} diffs)")
+    return 0 if checks and len(good) == len(checks) else 1
 
 
 if __name__ == "__main__":

@@ -501,6 +501,8 @@ class Handler(BaseHTTPRequestHandler):
                 # Every user message the request carries: the conversation the agent remembers.
                 "user_texts": [text[:300] for text in user_texts(api, body)],
                 "usage": usage,  # what the answer reported, in the API's own fields
+                # A helper of the agent's own (codex's auto-review risk classifier), not its conversation.
+                "subagent": self.headers.get("x-openai-subagent") or _classifier(body),
             }
         )
 
@@ -955,6 +957,14 @@ def schema_answer(schema: Any, name: str = "") -> Any:
     if kind == "array":
         return []
     return placeholder(name, schema)
+
+
+def _classifier(body: dict[str, Any]) -> str | None:
+    """codex's auto-review asks its model for a risk classification: a helper, not the conversation."""
+    instructions = body.get("instructions")
+    if isinstance(instructions, str) and "entire classification" in instructions:
+        return "classifier"
+    return None
 
 
 def _text_delta(text: str) -> dict[str, Any]:

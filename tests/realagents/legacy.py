@@ -329,7 +329,8 @@ AGENTS.update(REGISTRY_AGENTS)
 
 
 class Driver:
-    def __init__(self, agent: LegacyAgent, root: Path, version: str) -> None:
+    def __init__(self, agent: LegacyAgent, root: Path, version: str, *, keyless: bool = True) -> None:
+        self.keyless = keyless  # first, a bridge without the agent's key (credentials, refused create)
         self.agent = agent
         self.version = version
         self.cases = agent.cases_for(version)
@@ -350,7 +351,8 @@ class Driver:
         link_cache(self.data, self.agent.id, self.version)
         llm = FakeLLMServer(self.root / "llm.jsonl").start()
         try:
-            self._without_key(self.agent.env(self.home, llm.base_url))
+            if self.keyless:
+                self._without_key(self.agent.env(self.home, llm.base_url))
             self._with_key(llm)
         except Exception as exc:
             self.report["failure"] = f"{type(exc).__name__}: {exc}"

@@ -239,3 +239,29 @@ def test_the_recorded_claude_session_has_diffs_that_apply() -> None:
     drafts = replay_transcript(transcript)
     check = check_events(events(drafts))
     assert check.ok and check.diffs == 2 and check.missing == 0, check.problems
+
+
+def test_a_write_through_the_bridge_is_the_exact_change_of_the_call_that_made_it() -> None:
+    """opencode shows no diff for a write it does not ask about; it writes through fs/write_text_file,
+    where the bridge sees the file before and after."""
+    t = SessionTranslator()
+    start = {
+        "sessionUpdate": "tool_call",
+        "toolCallId": "w",
+        "title": "write",
+        "kind": "edit",
+        "status": "pending",
+        "rawInput": {"filePath": "/w/f.txt", "content": EDITED},
+    }
+    translate(t, [start])
+    t.file_written("/w/f.txt", FILE, EDITED)
+    t.file_written("/w/elsewhere.txt", None, "x")  # no open call names it: nothing
+    done = {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "w",
+        "status": "completed",
+        "content": [{"type": "content", "content": {"type": "text", "text": "Wrote file successfully."}}],
+    }
+    assert t.files_wanted({"update": done}) == []
+    [ref] = refs(translate(t, [done]))
+    assert ref == diffs.file_ref("/w/f.txt", FILE, EDITED) and ref["action"] == "patch"

@@ -122,8 +122,8 @@ HELP_TEXT = "\n".join(
         "- mode <id>: switch the agent's mode.",
         "- read <path> [<line> [<limit>]]: read a file through the client (fs/read_text_file).",
         "- write <path> <text>: write a file through the client (fs/write_text_file).",
-        "- edit <path> <old> => <new>: replace text in a file through the client; the diff shows the "
-        "snippets (trimmed), as claude's does.",
+        "- edit <path> <old> => <new>: replace text in a file itself (not through the client); the diff "
+        "shows the snippets (trimmed), as claude's does.",
         "- run [--timeout=<seconds>] <command>: run a shell command in a client terminal.",
         "- spawn <command>: start a shell command in a client terminal and leave it running.",
         "- burst <count> [<size>]: one message streamed as <count> chunks, as fast as possible.",
