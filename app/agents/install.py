@@ -272,13 +272,21 @@ class Installer:
         """An adapter that needs a newer Node.js than the system's runs with the bridge's own (on
         demand, recorded in its folder), or the install fails naming what it needs."""
         manifest = await asyncio.to_thread(_manifest, staging, adapter)
+        node = await self.node_for(agent_id, manifest, spec)
+        if node is not None:
+            await asyncio.to_thread((staging / NODE_MARKER).write_text, node + "\n", "utf-8")
+
+    async def node_for(self, agent_id: str, manifest: dict[str, Any] | None, spec: str) -> str | None:
+        """The bridge's own Node.js when a package's ``engines.node`` wants a newer one than the
+        system's (brought on demand); None when the system's fits; InstallFailed naming what it needs
+        when neither does."""
         engines = manifest.get("engines") if manifest else None
         wanted = engines.get("node") if isinstance(engines, dict) else None
         if not isinstance(wanted, str) or not wanted.strip():
-            return
+            return None
         system = await node_version(shutil.which("node"))
         if system is not None and node_satisfies(system, wanted) is not False:
-            return
+            return None
         have = "none" if system is None else "v" + ".".join(map(str, system))
         if self.node is None:
             raise InstallFailed(
@@ -293,7 +301,7 @@ class Installer:
                 agent_id, f"{spec} needs Node.js {wanted}; the bridge's own Node.js ({own}) does not fit"
             )
         log.info("%s needs Node.js %s (system: %s): it runs with %s", spec, wanted, have, node)
-        await asyncio.to_thread((staging / NODE_MARKER).write_text, str(node) + "\n", "utf-8")
+        return str(node)
 
     def _prepare(self, agent_id: str, staging: Path) -> None:
         self.install_dir.mkdir(parents=True, exist_ok=True)

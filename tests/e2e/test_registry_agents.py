@@ -103,4 +103,8 @@ def test_the_profile_names_the_tools_and_sets_the_modes(run: dict[str, Any]) -> 
         ]
         assert outputs[-1] == fake_llm.SHELL_OUTPUT and not outputs[0].startswith("{"), outputs
         assert cases["always"]["files"].get(fake_llm.FILE_NAME) == fake_llm.REWRITTEN_TEXT
+        assert modes_sent(cases["accept_edits"]) == ["auto-edit"] and modes_sent(cases["plan"]) == ["plan"]
+        assert not of_type(cases["accept_edits"], "permission.requested")
+        assert cases["accept_edits"]["files"].get(fake_llm.FILE_NAME) == fake_llm.EDITED_TEXT
+        assert fake_llm.FILE_NAME not in cases["plan"]["files"]
     assert fake_llm.FILE_NAME not in cases["reject"]["files"]

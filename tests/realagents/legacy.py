@@ -111,8 +111,9 @@ def link_cache(data: Path, agent: str, version: str) -> None:
         (data / name).symlink_to(target, target_is_directory=True)
 
 
-# Bridges of these tests bring their own Node.js when an adapter needs a newer one than the system's.
-BRIDGE_ENV = {"ACP_BRIDGE_NODE_ON_DEMAND": "1"}
+# Bridges of these tests run with the defaults: they bring their own Node.js when an adapter needs a
+# newer one than the system's (Node.js on demand is on unless turned off).
+BRIDGE_ENV: dict[str, str] = {}
 
 
 @dataclass(slots=True)
@@ -320,6 +321,8 @@ REGISTRY_AGENTS: dict[str, LegacyAgent] = {
             Case("once", {}, "write,edit,read,shell", reply="once"),
             Case("always", {}, "write,edit,rewrite", reply="always"),
             Case("reject", {}, "write", reply="reject"),
+            Case("accept_edits", {"permissionMode": "acceptEdits"}, "write,edit"),
+            Case("plan", {"permissionMode": "plan"}, "write", reply="reject"),
         ),
         registry=True,
         tested="0.24.4",
@@ -436,6 +439,7 @@ class Driver:
         created = client.post(f"/v1/sessions/{session_id}", json=body)
         result: dict[str, Any] = {"create": {"status": created.status_code, "body": created.json()}}
         result["steps"] = case.steps
+        result["create_body"] = case.body
         if created.status_code != 200:
             return result
         answered: list[dict[str, Any]] = []

@@ -335,8 +335,10 @@ def mode_cell(agent: str, cases: dict[str, dict[str, Any]]) -> Cell:
             seen.append(f"{name}: 400 as root" if refused else f"{name}: {result['create']['status']}")
             continue
         sent = [s[2] for s in result.get("settings_sent", []) if s[1] == "mode"]
-        permission = (result.get("info") or {}).get("permissionMode") or name
-        seen.append(f"{permission}->{sent[-1] if sent else 'own default'} ({'asks' if _asked(result) else 'asks not'})")
+        body = result.get("create_body") or {}
+        info = result.get("info") or {}
+        asked = "agentMode " + info["agentMode"] if "agentMode" in body else info.get("permissionMode") or name
+        seen.append(f"{asked}->{sent[-1] if sent else 'own default'} ({'asks' if _asked(result) else 'asks not'})")
         if name in ("accept_edits", "bypass"):
             ok &= not _asked(result) and _file(result) == _final(result)
         if name == "plan":
