@@ -34,7 +34,13 @@ its input, title and kind fill what the call lacks, and its diffs are kept. For 
 diff seen wins: opencode shows whole-file diffs only in the permission request, and a shorter,
 misnumbered one in its later update. ``file_ref`` parts: diffs (v1 and v2, see :mod:`.diffs`), resource
 links in the content, the locations of read tools (action read), and the file an edit tool names in
-its input when no diff shows it.
+its input when no diff shows it (with the diff of a write the agent made through the bridge).
+
+A v1 diff is made from whole files (it must apply to the file as it was): the agent's exact record of
+the change (claude's ``toolResponse``, qwen-code's ``rawOutput``; ``exact``), or a whole file the agent
+wrote through the bridge (``file_written``), else the file as read by the session layer
+(``files_wanted``, then ``supply_files``; ``views``), else the texts for agents whose diffs are whole
+files; else none. File text held for open calls is bounded (``FILE_TEXT_BUDGET``).
 
 Native ids: the call item's is the toolCallId (or ``_meta["sandbox-agent/nativeItemId"]``), the result
 item's ``<toolCallId>:result`` (or ``_meta["sandbox-agent/resultNativeItemId"]``).
@@ -55,8 +61,10 @@ from .handler import ItemTranslator
 from .items import make_item
 
 TOOL_STATUSES = frozenset({"pending", "in_progress", "completed", "failed", "cancelled"})
-# At most this many files are read for one update (an agent may name any number in its diffs).
+# At most this many files are read for one update (an agent may name any number in its diffs), and
+# at most this many bytes of file text are held for the open tool calls of a session.
 FILES_PER_UPDATE = 8
+FILE_TEXT_BUDGET = 64 * 1024 * 1024
 ENDED = frozenset({"completed", "failed", "cancelled"})
 _MISSING: Any = object()
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -136,6 +144,7 @@ class ToolCallState:
     # The files the call's diffs name, as the session layer read them (None: no such file), and
     # whether the change was made then (the call had completed).
     views: dict[str, tuple[str | None, bool]] = field(default_factory=dict)
+    written: int = 0  # bytes of the changes the agent wrote through the bridge, held in `exact`
     _diff_cache: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
 
     def raw(self) -> Any:
@@ -198,6 +207,7 @@ class ToolCalls:
         self.asked: dict[str, dict[str, Any]] = {}
         # Files the session layer read for the update it translates next (``supply_files``).
         self._supplied: dict[str, dict[str, str | None]] = {}
+        self._held = 0  # bytes of file text held in the open calls' views and written changes
 
     @property
     def style(self) -> ToolStyle:
@@ -280,13 +290,28 @@ class ToolCalls:
             # writes a file itself, then through the client too): this write tells nothing
         state = naming[0]
         known = state.exact.get(path)
-        state.exact[path] = (known[0] if known is not None else before, after)
+        first = known[0] if known is not None else before
+        if not self._hold(len(first or "") + len(after) - (_size(known) if known is not None else 0)):
+            return
+        state.exact[path] = (first, after)
+        state.written += len(first or "") + len(after) - (_size(known) if known is not None else 0)
         state._diff_cache.clear()
 
     def supply_files(self, call_id: str, files: dict[str, str | None]) -> None:
         """The text of files ``files_wanted`` named (None: no such file), for the next update of
-        ``call_id``; a file that could not be read is left out."""
-        self._supplied[call_id] = files
+        ``call_id``; a file that could not be read is left out. Only the last one is kept: it is
+        for the update translated next."""
+        self._supplied = {call_id: files}
+
+    def _hold(self, size: int) -> bool:
+        """Room for ``size`` more bytes of file text (taken when there is)."""
+        if size > 0 and self._held + size > FILE_TEXT_BUDGET:
+            return False
+        self._held += size
+        return True
+
+    def _release(self, state: ToolCallState) -> None:
+        self._held -= sum(len(view or "") for view, _ in state.views.values()) + state.written
 
     # ---- updates ---------------------------------------------------------------------------
     def upsert(self, update: dict[str, Any], raw: Any, *, chunk: Any = _MISSING) -> list[EventDraft]:
@@ -305,7 +330,9 @@ class ToolCalls:
         if files:
             changed = state.status == "completed"
             for path, view in files.items():
-                state.views[path] = (view, changed)
+                known = state.views.get(path)
+                if self._hold(len(view or "") - len((known[0] if known else None) or "")):
+                    state.views[path] = (view, changed)
         if chunk is not _MISSING:
             state.content.append(chunk)
             state.chunked = True
@@ -422,6 +449,7 @@ class ToolCalls:
 
     def _finish(self, state: ToolCallState, raw: Any, status: str) -> list[EventDraft]:
         out = self._t.lifecycle.completed(self._result_item(state, status), raw=raw)
+        self._release(state)
         del self.calls[state.call_id]
         self.finished[state.call_id] = (state.call_item_id, state.result_item_id)
         return out
@@ -590,6 +618,10 @@ def output_text(raw_output: Any, fields: tuple[str, ...] = ("output",)) -> str:
 STREAMED_OUTPUT_KEYS = ("terminal_output_delta", "terminal_output")
 
 _PATH_KEYS = ("file_path", "filePath", "filepath", "path")
+
+
+def _size(files: diffs.WholeFiles) -> int:
+    return len(files[0] or "") + len(files[1])
 
 
 def _paths_named(state: ToolCallState) -> set[str]:

@@ -265,3 +265,19 @@ def test_a_write_through_the_bridge_is_the_exact_change_of_the_call_that_made_it
     assert t.files_wanted({"update": done}) == []
     [ref] = refs(translate(t, [done]))
     assert ref == diffs.file_ref("/w/f.txt", FILE, EDITED) and ref["action"] == "patch"
+
+
+def test_file_text_held_for_open_calls_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.translate import tools
+
+    monkeypatch.setattr(tools, "FILE_TEXT_BUDGET", len(EDITED) + 10)
+    t = SessionTranslator(tool_style=CLAUDE)
+    [ref] = refs(translate(t, edit_updates("line 5", "line five"), EDITED))
+    assert ref["diff"] == diffs.unified_diff("/w/f.txt", FILE, EDITED)  # it fits, and is let go after
+    assert t.tools._held == 0
+    updates = [dict(u, toolCallId="t2") for u in edit_updates("line 5", "line five")]
+    translate(t, updates[:1])
+    params = {"update": updates[1]}
+    t.supply_files(params, {"/w/f.txt": EDITED + "x" * 20})  # over the budget: not kept
+    [ref] = refs(t.session_update(params, None))
+    assert ref["diff"] is None and t.tools._held == 0
