@@ -129,7 +129,7 @@ class AgentLink:
         if self.metrics is not None:
             self.metrics.agent_started(self.spec.id)
             self._counted_exit = False
-        node = self.spec.node_program()
+        node = None if self.spec.is_mock else await asyncio.to_thread(self.spec.node_program)
         if node is not None:  # which Node.js runs it: the system's, or the bridge's own
             version = await version_of(node)
             agent = f"{self.spec.id} {self.spec.version}" if self.spec.version else self.spec.id
