@@ -48,6 +48,16 @@ class Histogram:
         return sum(self.counts)
 
 
+# ACP's token counts -> the `kind` label of acp_bridge_tokens_total (a fixed set).
+TOKEN_KINDS = {
+    "inputTokens": "input",
+    "outputTokens": "output",
+    "cachedReadTokens": "cached_read",
+    "cachedWriteTokens": "cached_write",
+    "thoughtTokens": "thought",
+}
+
+
 def add(counter: dict[Any, int], key: Hashable, amount: int = 1) -> None:
     counter[key] = counter.get(key, 0) + amount
 
@@ -67,6 +77,9 @@ class Metrics:
         self.events_committed = 0
         self.commit_seconds = Histogram(COMMIT_BUCKETS)  # from an event's append to its commit
         self.webhook_deliveries: dict[str, int] = {}  # outcome
+        # What agents said their turns used: tokens by agent and kind, cost in USD by agent.
+        self.tokens: dict[tuple[str, str], int] = {}  # agent, kind (TOKEN_KINDS)
+        self.cost_usd: dict[str, float] = {}  # agent
 
     # ---- sessions ----------------------------------------------------------------------------
     def turn_started(self, agent: str) -> float:
@@ -76,6 +89,16 @@ class Metrics:
     def turn_ended(self, agent: str, stop_reason: str, started: float) -> None:
         add(self.turns_ended, (agent, stop_reason))
         self.turn_seconds.observe(time.monotonic() - started)
+
+    def turn_usage(self, agent: str, tokens: dict[str, int] | None, cost: tuple[float, str] | None) -> None:
+        """A turn's token counts (ACP's names) and cost, as its agent told them. Only USD costs are
+        summed (one currency, one bounded series per agent)."""
+        for key, kind in TOKEN_KINDS.items():
+            count = (tokens or {}).get(key)
+            if count:
+                add(self.tokens, (agent, kind), count)
+        if cost is not None and cost[1] == "USD":
+            self.cost_usd[agent] = self.cost_usd.get(agent, 0.0) + cost[0]
 
     def agent_started(self, agent: str) -> None:
         add(self.agents_started, agent)

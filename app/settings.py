@@ -50,8 +50,9 @@ class Settings(BaseSettings):
     acp_registry_url: str = "https://cdn.agentclientprotocol.com/registry/v1/latest/registry.json"
     # Seconds an agent install (`npm install` of its ACP adapter) may take (0: no limit).
     install_timeout: float = 600.0
-    # Without npm on PATH, the first agent install installs Node.js with pip (app/agents/node.py).
-    node_on_demand: bool = False
+    # Without npm on PATH, or for an adapter whose `engines.node` the system's Node.js does not meet,
+    # an agent install brings the bridge's own Node.js with pip (app/agents/node.py).
+    node_on_demand: bool = True
 
     # Seconds allowed for `initialize` + `session/new` before create answers 504.
     agent_start_timeout: float = 30.0

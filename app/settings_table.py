@@ -46,8 +46,9 @@ MEANING: dict[str, str] = {
     "acp_registry_url": "the ACP registry's catalog (`registry.json`), fetched at start and hourly; its agents are "
     "listed beside the legacy ids (below); empty: the snapshot shipped with the package",
     "install_timeout": "seconds one agent install (`npm install`) may take (0: no limit)",
-    "node_on_demand": "without npm on PATH, the first agent install installs Node.js (24 LTS, with pip) into the "
-    "cache dir (on in the Docker image)",
+    "node_on_demand": "when npm is not on PATH, or an adapter's `engines.node` wants a newer Node.js than the "
+    "system's, the agent install brings the bridge's own (24 LTS, with pip, into the cache dir), used for the agents "
+    "that need it; `0`: never (the install then fails naming what it needs)",
     "agent_start_timeout": "seconds an agent has for `initialize` and `session/new` before create answers 504",
     "agent_kill_grace": "seconds between SIGTERM and SIGKILL when an agent's process group is stopped",
     "cancel_grace": "seconds a terminate waits for the agent to answer `session/cancel`",
@@ -123,6 +124,8 @@ def _default(name: str, field: Any) -> str:
         return "none"
     if value is False:
         return "off"
+    if value is True:
+        return "on"
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return f"`{value}`"

@@ -79,6 +79,21 @@ class CatalogAgent:
             return "uvx"
         return None
 
+    def package_names(self) -> tuple[str, ...]:
+        """The npm and PyPI packages it is distributed as, without their versions."""
+        names = []
+        if self.npx is not None:
+            at = self.npx.package.rfind("@")
+            names.append(self.npx.package[:at] if at > 0 else self.npx.package)
+        if self.uvx is not None:
+            names.append(re.split(r"[@=<>~!\[ ]", self.uvx.package, maxsplit=1)[0])
+        return tuple(names)
+
+    def program_names(self) -> tuple[str, ...]:
+        """The programs its binary archives hold (``cmd`` without its folders and ``.exe``)."""
+        found = {t.cmd.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".exe") for t in self.binary.values()}
+        return tuple(sorted(found))
+
     def to_json(self) -> dict[str, Any]:
         dist: dict[str, Any] = {}
         for name, package in (("npx", self.npx), ("uvx", self.uvx)):
@@ -254,8 +269,17 @@ class CatalogSource:
             # Parsed off the event loop: the document may be megabytes.
             catalog = await asyncio.to_thread(lambda: parse_catalog(json.loads(bytes(body)), str(self.url), fetched))
         except Exception as exc:  # any failure: the catalog in use stays
+            # Offline is a normal place to run: said once (at info), not at every hourly retry.
+            level = logging.DEBUG if self.last_error is not None else logging.INFO
             self.last_error = f"{type(exc).__name__}: {exc}"
-            log.warning("could not refresh the ACP registry from %s: %s", self.url, self.last_error)
+            log.log(
+                level,
+                "the ACP registry is out of reach (%s: %s): its agents are listed from the %s of %s",
+                self.url,
+                self.last_error,
+                "snapshot" if self.catalog.source == "snapshot" else "catalog fetched",
+                self.catalog.date,
+            )
             return False
         self.catalog = catalog
         self.refreshed_at = time.time()

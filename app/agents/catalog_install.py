@@ -76,6 +76,9 @@ def installed_manifest(folder: Path) -> dict[str, Any] | None:
     program = folder / command[0]
     if not (program.is_file() and os.access(program, os.X_OK)):
         return None
+    node = data.get("node")  # an npm agent that needs a newer Node.js than the system's: the bridge's
+    if isinstance(node, str) and os.access(node, os.X_OK):
+        return {**data, "command": [node, str(program), *command[1:]]}
     return {**data, "command": [str(program), *command[1:]]}
 
 
@@ -150,7 +153,10 @@ class CatalogInstaller:
         program, installed_version = await asyncio.to_thread(_npm_program, staging, name)
         if program is None:
             raise InstallFailed(agent.id, f"npm installed {spec}, but it declares no program (`bin`)")
+        package = await asyncio.to_thread(_package_json, staging, name)
+        node = await self.installer.node_for(agent.id, package, spec)  # Node.js on demand, as for legacy ids
         return {
+            **({"node": node} if node is not None else {}),
             "id": agent.id,
             "version": installed_version or version or agent.version,
             "distribution": "npx",
@@ -338,6 +344,14 @@ def _pypi_version(spec: str) -> str | None:
         if separator in spec:
             return spec.split(separator, 1)[1].strip() or None
     return None
+
+
+def _package_json(prefix: Path, name: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads((prefix / "node_modules" / name / "package.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _npm_program(prefix: Path, name: str) -> tuple[str | None, str | None]:

@@ -335,4 +335,6 @@ def profile_tool_style(profile: AgentProfile) -> ToolStyle:
         profile.patch_fields,
         dict(profile.tool_aliases),
         profile.kind_named_tools,
+        profile.whole_file_diffs,
+        profile.json_output,
     )

@@ -28,6 +28,7 @@ from app.events.text import clean_text
 from app.metrics import Metrics
 from app.settings import Settings
 from app.tracing import Tracing
+from app.translate.usage import USAGE_META
 
 from .config import SessionConfig
 
@@ -147,7 +148,7 @@ class SessionManager:
         resumable = None if remote else recovery.adopt(record)
         if resumable is None:
             log_.finish()
-        return Session.restored(
+        session = Session.restored(
             session_id,
             spec,
             config,
@@ -165,6 +166,9 @@ class SessionManager:
             metrics=self.metrics,
             tracing=self.tracing,
         )
+        meta = info.get("_meta") if isinstance(info.get("_meta"), dict) else {}
+        session.translator.state.totals.restore(meta.get(USAGE_META), record.get("agentCost"))
+        return session
 
     async def settle_restored(self) -> None:
         """Restored sessions that were live when the server stopped: what the old agent left open

@@ -90,6 +90,9 @@ def record_fields(session: Session) -> dict[str, Any]:
     state = session.recovery
     if state is not None:
         fields["recovery"] = {"cause": state.cause, "settled": state.settled, "suspended": state.suspended}
+    agent_cost = session.translator.state.totals.agent_cost
+    if agent_cost:  # the agent's running cost as last seen: its next turn's cost is what it adds
+        fields["agentCost"] = dict(agent_cost)
     if session.end_reason is None:
         if session.stopped_by_shutdown:
             fields["stopped"] = SHUTDOWN

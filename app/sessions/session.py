@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import enum
 import time
+from collections.abc import Awaitable
 from typing import Any, Literal
 
 from app.acp.orphans import ProcessRegistry
@@ -23,6 +24,7 @@ from app.errors import AgentProcessExited, InvalidRequest
 from app.events.envelope import dumps
 from app.events.log import SessionEventLog
 from app.events.model import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft, JsonText
+from app.fs.paths import fence_for
 from app.logs import current_session
 from app.metrics import Metrics
 from app.settings import Settings
@@ -31,8 +33,9 @@ from app.translate.extensions import rpc_error_data
 from app.translate.outgoing import prompt_params
 from app.translate.prompt import Attachment, attachment, prompt_blocks, user_item_parts
 from app.translate.session_translator import MOCK_USER_ITEM, SessionTranslator, UserItemStyle
+from app.translate.usage import USAGE_META
 
-from . import agent_setup
+from . import agent_setup, diff_files
 from .agent_link import AgentLink
 from .client_services import ClientServices
 from .config import SessionConfig
@@ -108,6 +111,7 @@ class Session:
             terminal_output=self.terminals.output_of,
             user_item=MOCK_USER_ITEM if spec.is_mock else UserItemStyle(),
             tool_style=agent_setup.tool_style(spec),
+            usage_status=spec.profile.legacy_usage_status,
         )
         self.permissions = Permissions()
         self.questions = Questions()
@@ -387,10 +391,10 @@ class Session:
         turn.ended = True
         stop = result.get("stopReason") if isinstance(result, dict) else None
         self._turn_over(turn, stop if isinstance(stop, str) else "unknown")
-        metadata: dict[str, Any] = {"stopReason": stop}
-        if isinstance(result, dict) and isinstance(result.get("_meta"), dict):
-            metadata["meta"] = result["_meta"]
-        self.record(self.translator.turn_ended(turn.turn_id, metadata, raw=turn.response))
+        self.record(self.translator.turn_result(turn.turn_id, result, turn.response, self.native_session_id))
+        used = self.translator.state.last_turn
+        if self.metrics is not None and used is not None:
+            self.metrics.turn_usage(self.spec.id, used.tokens, used.cost)
 
     def _turn_failed(self, turn: Turn, exc: RequestError) -> None:
         turn.ended = True
@@ -399,16 +403,26 @@ class Session:
         self.record(self.translator.turn_ended(turn.turn_id, {"stopReason": "error"}, raw=None))
 
     # ---- AgentObserver: the connection hands over every message, in wire order ----------------
-    def on_incoming(self, message: dict[str, Any]) -> None:
+    def on_incoming(self, message: dict[str, Any]) -> Awaitable[None] | None:
         method = message.get("method")
         if method == "session/update":
             if self.replaying:
                 self.replayed += 1
-                return
+                return None
             self.services.observe_update(self, message)
-            self.record(self.translator.session_update(message.get("params"), message))
+            params = message.get("params")
+            wanted = self.translator.files_wanted(params)
+            if wanted:  # read first (off the loop); the agent's next message waits for it
+                return self._update_with_files(message, wanted)
+            self.record(self.translator.session_update(params, message))
         elif isinstance(method, str) and "id" in message:
             self.services.observe_request(self, method, message)
+        elif isinstance(method, str) and method in self.spec.profile.update_notifications:
+            # A vendor notification that is an ACP session update (qwen's mode changes).
+            params = message.get("params")
+            update = {**(params if isinstance(params, dict) else {})}
+            update["sessionUpdate"] = self.spec.profile.update_notifications[method]
+            self.record(self.translator.session_update({"update": update}, message))
         elif isinstance(method, str):
             if not self.services.notify(self, method, message) and not method.startswith("_"):
                 # Unknown extension notifications (`_...`) are ignored (ACP).
@@ -419,6 +433,13 @@ class Session:
                 self._prompt_answered(turn, message)
         else:
             self.record(self.translator.unparsed("not a JSON-RPC message", "agent.stdout", message))
+        return None
+
+    async def _update_with_files(self, message: dict[str, Any], paths: list[str]) -> None:
+        """A tool call update whose diffs need the files they name: read, then translated."""
+        params = message.get("params")
+        self.translator.supply_files(params, await diff_files.files_for(paths, fence_for(self.settings)))
+        self.record(self.translator.session_update(params, message))
 
     def on_unparsed_line(self, line: bytes, error: str) -> None:
         text = line.decode("utf-8", "replace")
@@ -573,8 +594,11 @@ class Session:
             info["mcp"] = self.config.mcp
         if self.config.skills is not None:
             info["skills"] = self.config.skills
+        used = state.totals.info()
+        if used is not None:  # tokens and cost over the session's turns
+            info["_meta"] = {USAGE_META: used}
         if self.recovery is not None:  # went through a bridge restart while live
-            info["_meta"] = {RESUME_META: self.recovery.info()}
+            info["_meta"] = {**info.get("_meta", {}), RESUME_META: self.recovery.info()}
         if self.runner is not None:
             info["_meta"] = {**info.get("_meta", {}), BRIDGE_META: {"url": self.runner}}
         return info
