@@ -108,6 +108,10 @@ class Settings(BaseSettings):
     max_connections: int = 0
     header_timeout: float = 15.0
     body_timeout: float = 30.0
+    # Seconds a response's writes may make no progress (the reader takes nothing) before the
+    # connection is closed; pipelined requests that may wait per connection, unparsed beyond.
+    write_timeout: float = 30.0
+    pipeline_limit: int = 4
 
     # SSE comment keep-alive interval, seconds (0 disables).
     sse_keepalive: float = 15.0

@@ -78,6 +78,10 @@ MEANING: dict[str, str] = {
     "header_timeout": "seconds a connection has for a complete request head (from its start, or a later request's "
     "first byte)",
     "body_timeout": "seconds a request body may stop arriving before the connection is closed",
+    "write_timeout": "seconds a response's writes may make no progress (its reader takes nothing) before the "
+    "connection is closed, unsent data dropped",
+    "pipeline_limit": "pipelined requests that may wait behind a running one per connection; what the client sends "
+    "beyond them is read and parsed only as answers go out",
     "sse_keepalive": "seconds between SSE keep-alive comments (0: none)",
     "sse_send_timeout": "an SSE reader that accepts nothing this long is dropped",
     "mock_pacing_ms": "pause between the mock agent's steps (legacy: 200)",
