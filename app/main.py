@@ -87,7 +87,7 @@ class Services:
             node=self.node,
             processes=self.processes,
             metrics=self.metrics,
-            catalog=CatalogSource(settings.acp_registry_url),
+            catalog=CatalogSource(settings.acp_registry_url, allow_http=settings.registry_allow_http),
         )
         self.store = open_store(settings)
         if isinstance(self.store, SqliteEventStore):

@@ -48,6 +48,8 @@ class Settings(BaseSettings):
     # Where the ACP registry's catalog is refreshed from (at start, then hourly when agents are
     # listed); empty: only the snapshot shipped with the package.
     acp_registry_url: str = "https://cdn.agentclientprotocol.com/registry/v1/latest/registry.json"
+    # Plain-http catalogs and archive downloads (and redirects to them) are refused unless allowed.
+    registry_allow_http: bool = False
     # Seconds an agent install (`npm install` of its ACP adapter) may take (0: no limit).
     install_timeout: float = 600.0
     # Without npm on PATH, the first agent install installs Node.js with pip (app/agents/node.py).

@@ -45,6 +45,8 @@ MEANING: dict[str, str] = {
     "(below)",
     "acp_registry_url": "the ACP registry's catalog (`registry.json`), fetched at start and hourly; its agents are "
     "listed beside the legacy ids (below); empty: the snapshot shipped with the package",
+    "registry_allow_http": "allow plain-http ACP registry catalogs and archive downloads, and redirects to them "
+    "(refused by default: a catalog says what runs)",
     "install_timeout": "seconds one agent install (`npm install`) may take (0: no limit)",
     "node_on_demand": "without npm on PATH, the first agent install installs Node.js (24 LTS, with pip) into the "
     "cache dir (on in the Docker image)",
