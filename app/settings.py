@@ -90,8 +90,9 @@ class Settings(BaseSettings):
     # Bytes of events waiting for the disk (a full or failing disk) beyond which new events are
     # refused (and counted in an `error` event once the disk writes again).
     event_backlog_bytes: int = 256 * 1024 * 1024
-    # A PostgreSQL database (`postgresql://user:password@host/db`) as the event store instead of the
-    # data dir's SQLite file: bridges on one database are a fleet (any bridge serves any session).
+    # A PostgreSQL database (`postgresql://user@host/db`, the password from libpq's PGPASSFILE) as the
+    # event store instead of the data dir's SQLite file: bridges on one database are a fleet (any
+    # bridge serves any session).
     database_url: str | None = None
     # The address other bridges of the fleet reach this one at (`http://host:port`), named in
     # session listings; requests for a session this bridge runs are forwarded here.

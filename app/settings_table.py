@@ -67,8 +67,9 @@ MEANING: dict[str, str] = {
     "event_tail_bytes": "... and at most this many bytes of them",
     "event_backlog_bytes": "most bytes of events waiting for a disk that cannot write; beyond, new events are dropped "
     "and counted in an `error` event (below)",
-    "database_url": "a PostgreSQL database (`postgresql://user:password@host/db`) as the event store instead of "
-    "SQLite in the data dir; bridges on one database are a fleet: any bridge serves any session (below)",
+    "database_url": "a PostgreSQL database (`postgresql://user@host/db`; the password from libpq's `PGPASSFILE`, "
+    "`~/.pgpass` or `PGPASSWORD`, never on the command line) as the event store instead of SQLite in the data dir; "
+    "bridges on one database are a fleet: any bridge serves any session (below)",
     "advertise_url": "where the other bridges of the fleet reach this one (`http://host:port`); named in listings, "
     "requests for the sessions it runs are forwarded there (below)",
     "lease_seconds": "seconds a bridge's hold on a session it runs lasts unrenewed; after a crash another bridge "
