@@ -3,8 +3,9 @@ real mock agent with permissions. Real server, real agent process."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -108,11 +109,15 @@ def test_stop_reasons_an_agent_invents_are_one_series(bridge: Bridge) -> None:
     client = bridge.client(TOKEN)
     before = scrape(client)
     create_session(client, "reasons")
+
+    def ended_turns(count: int) -> Callable[[list[dict[str, Any]]], bool]:
+        return lambda evs: sum(e["type"] == "turn.ended" for e in evs) == count
+
     for index in range(5):
         send(client, "reasons", f"stopreason made-up-{index}")
-        wait_for_events(client, "reasons", lambda evs, n=index + 1: sum(e["type"] == "turn.ended" for e in evs) == n)
+        wait_for_events(client, "reasons", ended_turns(index + 1))
     send(client, "reasons", "stopreason max_tokens")
-    wait_for_events(client, "reasons", lambda evs: sum(e["type"] == "turn.ended" for e in evs) == 6)
+    wait_for_events(client, "reasons", ended_turns(6))
     after = scrape(client)
     ended = "acp_bridge_turns_ended_total"
     assert (
