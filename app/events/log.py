@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import functools
 from bisect import bisect_left, bisect_right
-from collections import deque
 from collections.abc import AsyncIterator, Callable
 from operator import attrgetter
 from typing import Any
@@ -188,7 +187,7 @@ class SessionEventLog:
         self._dropped = 0  # events refused while the store's backlog was full
         # The error events this log recorded about events the store could not keep: when one of
         # them cannot be kept either, no further error event is made of it (a failure never feeds itself).
-        self._storage_errors: deque[int] = deque(maxlen=8)
+        self._storage_errors: tuple[int, ...] = ()  # the newest few
         store.attach(session_id, self)
 
     @property
@@ -328,7 +327,7 @@ class SessionEventLog:
             return  # the error event about an earlier failure: the store logged it, that is all
         event = self._error("storage_error", f"event {sequence} could not be stored: {message}", {"sequence": sequence})
         if event is not None:
-            self._storage_errors.append(event.sequence)
+            self._storage_errors = (*self._storage_errors[-7:], event.sequence)
 
     def _error(self, code: str, message: str, details: dict[str, Any]) -> StoredEvent | None:
         return self.append(EventDraft(ERROR, {"message": message, "code": code, "details": details}, synthetic=True))
