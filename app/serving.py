@@ -12,11 +12,11 @@ memory without limit. ``GuardedHttpTools`` is uvicorn's httptools protocol (give
   later request on a kept-alive connection): past it the connection is closed;
 - a deadline for body progress: a request whose body stops arriving for that long is closed (not
   while the server itself does not read, or waits to send ``100 Continue``);
-- a deadline for write progress: whatever the kernel did not take of a write waits in the
-  transport's buffer (the server writes the next answer only once it has gone: its high-water mark
-  is 0), and a connection whose buffer has not shrunk for that long is aborted (its data dropped).
-  The next pipelined request starts only once the previous answer has gone, so a client that never
-  reads holds one answer at most;
+- a deadline for write progress: a connection whose transport is paused (its buffer over the
+  high-water mark, or, once an answer is complete, holding anything of it) and whose buffer has not
+  shrunk for that long is aborted (its data dropped). The next pipelined request starts only once
+  the previous answer has gone, so a client that never reads holds one answer at most; the kernel
+  keeps at most ``UNSENT_LIMIT`` bytes unsent per connection;
 - a bound on pipelined requests: once ``pipeline_limit`` wait behind the running one, what the client
   sent beyond them is kept unparsed (reading stops) until answers go out; more than ``HELD_LIMIT``
   bytes of it close the connection;
@@ -253,9 +253,6 @@ class GuardedHttpTools(HttpToolsProtocol):
             return
         self.admitted = True
         super().connection_made(transport)
-        # Paused as soon as anything is left unsent: an answer is written only once the previous
-        # one has gone, so a reader that never reads holds one write's worth at most.
-        transport.set_write_buffer_limits(high=0)
         limit_unsent(transport)
         self._arm_head()
 
@@ -370,7 +367,8 @@ class GuardedHttpTools(HttpToolsProtocol):
 
     # ---- writes -------------------------------------------------------------------------------
     def pause_writing(self) -> None:
-        """Something is left unsent (high-water mark 0): the write deadline runs."""
+        """The transport's buffer is over its high-water mark (or, after an answer, holds anything):
+        the write deadline runs."""
         super().pause_writing()
         if not self.admitted:
             return
@@ -381,12 +379,13 @@ class GuardedHttpTools(HttpToolsProtocol):
             self.write_deadline = self.loop.call_later(self.guard.limits.write_timeout, self._write_check)
 
     def resume_writing(self) -> None:
-        """All written has gone."""
+        """The buffer is down to its low-water mark (all of it, after an answer)."""
         super().resume_writing()
         if not self.admitted:
             return
         self.guard.writing_again(self)
         if self.complete_pending:
+            self.transport.set_write_buffer_limits()  # back to the defaults while an answer streams
             self.complete_pending = False
             self._response_complete()
 
@@ -410,10 +409,17 @@ class GuardedHttpTools(HttpToolsProtocol):
 
     # ---- between requests ---------------------------------------------------------------------
     def on_response_complete(self) -> None:
-        if self.admitted and self.flow.write_paused and not self.transport.is_closing():
-            # The next pipelined request waits until this answer has gone (``resume_writing``).
+        if self.admitted and not self.transport.is_closing() and self.transport.get_write_buffer_size():
+            # What is left of the answer goes before anything else: the transport pauses until all
+            # of it has (high-water mark 0; the write deadline runs meanwhile), and the next
+            # pipelined request waits for that (``resume_writing``). So a reader that never reads
+            # holds one answer at most, and is never idle while it does.
             self.complete_pending = True
-            return
+            self.transport.set_write_buffer_limits(high=0)
+            if self.flow.write_paused:
+                return
+            self.complete_pending = False  # (a transport that did not pause: nothing waits)
+            self.transport.set_write_buffer_limits()
         self._response_complete()
 
     def _response_complete(self) -> None:
