@@ -18,6 +18,11 @@ from typing import Any
 HTTP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 TURN_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 COMMIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+# ACP's stop reasons and the bridge's own ("interrupted", "error", "unknown": none given); any other
+# string an agent sends is counted as "other" (a label of its own each time would grow without bound).
+STOP_REASONS = frozenset(
+    ("end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "interrupted", "error", "unknown")
+)
 
 
 class Histogram:
@@ -87,7 +92,8 @@ class Metrics:
         return time.monotonic()
 
     def turn_ended(self, agent: str, stop_reason: str, started: float) -> None:
-        add(self.turns_ended, (agent, stop_reason))
+        # The agent chooses the string: one it may not invent labels without bound.
+        add(self.turns_ended, (agent, stop_reason if stop_reason in STOP_REASONS else "other"))
         self.turn_seconds.observe(time.monotonic() - started)
 
     def turn_usage(self, agent: str, tokens: dict[str, int] | None, cost: tuple[float, str] | None) -> None:

@@ -51,6 +51,8 @@ class BinaryTarget:
     cmd: str
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    # As the catalog wrote it (``expected_sha256`` checks it at install: one present but malformed
+    # fails the install, never goes unchecked).
     sha256: str | None = None
 
 
@@ -148,8 +150,37 @@ def _target(value: Any) -> BinaryTarget | None:
     archive, cmd, digest = value.get("archive"), value.get("cmd"), value.get("sha256")
     if not isinstance(archive, str) or not isinstance(cmd, str) or not archive or not cmd:
         return None
-    sha256 = digest.lower() if isinstance(digest, str) and len(digest) == 64 else None
+    sha256 = None if digest is None else digest.strip() if isinstance(digest, str) else json.dumps(digest)
     return BinaryTarget(archive, cmd, _strings(value.get("args")), _env(value.get("env")), sha256)
+
+
+def expected_sha256(value: str) -> str:
+    """The digest a catalog's ``sha256`` names: 64 hex digits, optionally written ``sha256:<hex>``;
+    ValueError for anything else."""
+    text = value.strip()
+    if text[:7].lower() == "sha256:":
+        text = text[7:]
+    if len(text) != 64 or any(c not in "0123456789abcdefABCDEF" for c in text):
+        raise ValueError(f"malformed sha256 {value[:100]!r}: not 64 hexadecimal digits")
+    return text.lower()
+
+
+class PlainHttpRefused(Exception):
+    """A plain-http URL (or a redirect to one) where only https is allowed."""
+
+
+def https_only(allow_http: bool) -> dict[str, list[Any]]:
+    """httpx ``event_hooks`` that refuse a request to a plain-http URL, redirects included (each
+    hop's request goes through them), unless ``allow_http``."""
+
+    async def check(request: Any) -> None:
+        if request.url.scheme != "https" and not allow_http:
+            raise PlainHttpRefused(
+                f"{request.url.copy_with(query=None, fragment=None)} is not https "
+                "(set ACP_BRIDGE_REGISTRY_ALLOW_HTTP=1 to allow plain-http registries and downloads)"
+            )
+
+    return {"request": [check]}
 
 
 def _package_json(package: PackageDistribution) -> dict[str, Any]:
@@ -232,8 +263,9 @@ class CatalogSource:
     each time a refresh from ``url`` succeeds (at start, then at most every ``every`` seconds, in
     the background). A failed refresh is logged and changes nothing."""
 
-    def __init__(self, url: str | None, timeout: float = 10.0, every: float = 3600.0) -> None:
+    def __init__(self, url: str | None, timeout: float = 10.0, every: float = 3600.0, allow_http: bool = False) -> None:
         self.url = url or None
+        self.allow_http = allow_http  # plain-http catalogs and archives (and redirects to them)
         self.timeout = timeout
         self.every = every
         self.catalog = load_snapshot()
@@ -256,7 +288,9 @@ class CatalogSource:
         self._attempted_at = time.monotonic()
         try:
             async with (
-                httpx.AsyncClient(timeout=self.timeout, follow_redirects=True) as client,
+                httpx.AsyncClient(
+                    timeout=self.timeout, follow_redirects=True, event_hooks=https_only(self.allow_http)
+                ) as client,
                 client.stream("GET", self.url) as response,
             ):
                 response.raise_for_status()

@@ -26,7 +26,7 @@ from app.errors import InstallFailed, UnsupportedAgent
 from app.metrics import Metrics
 
 from .acp_catalog import CatalogAgent, CatalogSource
-from .catalog_install import CatalogInstaller
+from .catalog_install import CatalogInstaller, agent_env, recorded_env
 from .install import Installer, Recorder, installed_command, installed_version, package_version_of
 from .node import OnDemandNode, script_node
 from .profiles import GENERIC, LEGACY_IDS, PROFILES, AgentProfile, profile_for, profile_for_catalog
@@ -411,7 +411,11 @@ class AgentRegistry:
         self.metrics = metrics  # installs by outcome
         self.installer = Installer(install_dir, install_timeout, node, processes) if install_dir is not None else None
         self.catalog = catalog
-        self.catalog_installer = CatalogInstaller(self.installer) if self.installer is not None else None
+        self.catalog_installer = (
+            CatalogInstaller(self.installer, allow_http=catalog is not None and catalog.allow_http)
+            if self.installer is not None
+            else None
+        )
         # Specs of catalog agents, kept across catalog refreshes (what a session learned stays).
         self._catalog_specs: dict[str, AgentSpec] = {}
         self._refresh: asyncio.Task[bool] | None = None
@@ -506,20 +510,14 @@ class AgentRegistry:
         spec.profile = profile_for_catalog(entry.package_names(), entry.program_names())
         spec.disabled_services = spec.profile.disabled_services
         installed = self.catalog_installer.installed(entry.id) if self.catalog_installer is not None else None
-        kind = entry.distribution
         if installed is not None:
             spec.command = list(installed["command"])
             if spec.version is None and isinstance(installed.get("version"), str):
                 spec.version = installed["version"]
         else:
             spec.command = None
-        target = entry.target()
-        if kind == "npx" and entry.npx is not None:
-            spec.env = dict(entry.npx.env)
-        elif kind == "binary" and target is not None:
-            spec.env = dict(target.env)
-        elif kind == "uvx" and entry.uvx is not None:
-            spec.env = dict(entry.uvx.env)
+        # The environment recorded at its install, not the newest catalog's (which applies after a reinstall).
+        spec.env = recorded_env(installed) if installed is not None else dict(agent_env(entry))
         return spec
 
     def can_install(self, spec: AgentSpec) -> bool:

@@ -79,6 +79,7 @@ class AgentLink:
         self.processes = processes
         self.process: AgentProcess | None = None
         self.connection: AgentConnection | None = None
+        self._stderr: str | None = None  # what a stopped process left on stderr
         # How the agent was configured (agent_setup): model, mode, the prompt prefix of its mode.
         self.setup: agent_setup.AgentSetup | None = None
         self._watcher: asyncio.Task[None] | None = None
@@ -214,15 +215,16 @@ class AgentLink:
         self._watcher = asyncio.create_task(self._watch(on_exit, ended), name=f"session-watch-{self.session_id}")
 
     async def _watch(self, on_exit: Callable[[ExitInfo], None], ended: Callable[[], bool]) -> None:
-        assert self.process is not None and self.connection is not None
-        await self.process.wait()
+        process, connection = self.process, self.connection  # (``stop`` lets go of them)
+        assert process is not None and connection is not None
+        await process.wait()
         if ended():
             return  # terminated: the connection is closed, no EOF to wait for
         # Everything the agent wrote before it died is processed before its death is recorded.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.connection.transport.eof.wait(), 2.0)
+            await asyncio.wait_for(connection.transport.eof.wait(), 2.0)
         if not ended():
-            on_exit(self.process.exit_info())
+            on_exit(process.exit_info())
 
     def stop_watching(self) -> None:
         if self._watcher is not None:
@@ -241,7 +243,7 @@ class AgentLink:
         await self.connection.notify(method, params)
 
     def stderr_text(self) -> str | None:
-        return self.process.stderr.text() if self.process is not None else None
+        return self.process.stderr.text() if self.process is not None else self._stderr
 
     # ---- stop ----------------------------------------------------------------------------
     async def close_session(self, native_session_id: str | None) -> None:
@@ -285,3 +287,9 @@ class AgentLink:
             await self.process.stop(self.settings.agent_kill_grace)
         if self.connection is not None:
             await self.connection.close_transcript()
+        # Let go of the process and the connection (their pipes, buffers, queues and the agent's
+        # answers): an ended session keeps only its stderr text, for a later message's 500.
+        if self.process is not None:
+            self._stderr = self.process.stderr.text()
+        self.process = self.connection = None
+        self._watcher = None

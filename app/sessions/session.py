@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import enum
+import functools
 import time
 from collections.abc import Awaitable
 from typing import Any, Literal
@@ -75,7 +76,72 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class _EndedParts:
+    """What every ended session has in place of its own parts (``Session._shed``): a translator fed
+    nothing more, a closed turn queue, closed terminals, empty request books."""
+
+    translator: SessionTranslator
+    turns: TurnQueue
+    terminals: SessionTerminals
+    permissions: Permissions
+    questions: Questions
+
+
+@functools.cache
+def _ended_parts() -> _EndedParts:
+    def begin(turn: Turn) -> None:
+        raise RuntimeError("an ended session starts no turn")
+
+    async def run(turn: Turn) -> None:
+        raise RuntimeError("an ended session runs no turn")
+
+    turns = TurnQueue("ended", begin, run)
+    turns.close()
+    terminals = SessionTerminals()
+    terminals.closed = True
+    return _EndedParts(SessionTranslator(), turns, terminals, Permissions(), Questions())
+
+
 class Session:
+    # Slots: an instance dict of this many members would cost ~1.5 KB per session, ended ones too.
+    __slots__ = (
+        "_early",
+        "_ending",
+        "agent",
+        "config",
+        "created_at_ms",
+        "cwd",
+        "end_reason",
+        "exit_info",
+        "fs_root",
+        "id",
+        "log",
+        "metrics",
+        "native_session_id",
+        "pending",
+        "permissions",
+        "persisted",
+        "phase",
+        "processes",
+        "questions",
+        "recovery",
+        "remote_info",
+        "replayed",
+        "replaying",
+        "runner",
+        "services",
+        "settings",
+        "shutting_down",
+        "spec",
+        "state",
+        "stopped_by_shutdown",
+        "terminals",
+        "tracing",
+        "translator",
+        "turns",
+    )
+
     def __init__(
         self,
         session_id: str,
@@ -113,6 +179,7 @@ class Session:
             tool_style=agent_setup.tool_style(spec),
             usage_status=spec.profile.legacy_usage_status,
         )
+        self.state = self.translator.state  # what SessionInfo shows; kept when the translator goes (``_shed``)
         self.permissions = Permissions()
         self.questions = Questions()
         # Agent requests waiting for an answer (permissions and questions), by JSON-RPC id.
@@ -186,6 +253,7 @@ class Session:
             session._set_phase(Phase.SUSPENDED)
         else:
             session._set_phase(Phase.ENDED, end_reason)
+            session._shed()
         return session
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -266,6 +334,7 @@ class Session:
     def restored_as_ended(self, reason: EndReason) -> None:
         """A suspended session whose log shows that it ended after all (its record was not saved)."""
         self._set_phase(Phase.ENDED, reason)
+        self._shed()
 
     def end_suspended(self, message: str) -> None:
         """A suspended session whose agent cannot be started again ends here, once, saying why."""
@@ -274,6 +343,7 @@ class Session:
         self.record_one(SESSION_ENDED, data, synthetic=True)
         self.save()
         self.log.finish()  # its events are read from the store from now on
+        self._shed()
 
     # ---- messages and turns ---------------------------------------------------------------
     def check_accepting(self) -> None:
@@ -549,6 +619,28 @@ class Session:
         await self.agent.stop(reason)  # connection, process group, transcript
         await self.turns.cancel()  # a turn still waiting for the agent's answer
         self._set_phase(Phase.ENDED)
+        if not self.shutting_down:
+            self._shed()
+
+    def _shed(self) -> None:
+        """Ended for good: what listing the session and answering for it need stays (its
+        SessionInfo state, config, log, how it ended); the parts that ran it go, replaced by ones
+        every ended session shares (a translator fed nothing more, a closed turn queue). A few KB
+        per session, which thousands of ended sessions would keep."""
+        state = self.state
+        for name in ("available_commands", "config_options", "plans", "raw", "extra", "info_meta"):
+            if getattr(state, name):  # the agent's lists and messages, not shown once ended
+                setattr(state, name, type(getattr(state, name))())
+        state.usage = None
+        shared = _ended_parts()
+        self.translator, self.turns, self.terminals = shared.translator, shared.turns, shared.terminals
+        # Books with requests the end cancelled stay: a late reply to one gets the ended error.
+        if not self.permissions.open and not self.permissions.orphaned:
+            self.permissions = shared.permissions
+        if not self.questions.open and not self.questions.orphaned:
+            self.questions = shared.questions
+        self._early = []
+        self._ending = None
 
     # ---- the saved record and SessionInfo ------------------------------------------------------
     def save(self) -> None:
@@ -574,7 +666,7 @@ class Session:
             remote["updatedAt"] = max(int(remote.get("updatedAt") or 0), self.log.updated_ns // 1_000_000)
             remote["_meta"] = {**(remote.get("_meta") or {}), BRIDGE_META: {"url": self.runner}}
             return remote
-        state = self.translator.state
+        state = self.state
         info: dict[str, Any] = {
             "sessionId": self.id,
             "agent": self.config.agent,

@@ -114,6 +114,7 @@ HELP_TEXT = "\n".join(
         "- end (ended, session.end): emit session.ended.",
         "- help: this list.",
         "- echo <text> (say): reply with the text.",
+        "- stopreason <text>: reply, then end the turn with that `stopReason` (any string).",
         "- plan: a plan with three entries, updated as they are done.",
         "- diff: an edit whose result is an ACP v2 structured diff.",
         "- v2: ACP v2 update shapes (whole messages, streamed tool content, item plan).",
@@ -173,6 +174,11 @@ def _echo(ctx: Context) -> list[Step]:
     return say(ctx.id("echo"), ctx.rest or "Tell me what to say after `echo`.")
 
 
+def _stop_reason(ctx: Context) -> list[Step]:
+    ctx.stop_reason = ctx.rest or "end_turn"
+    return say(ctx.id("stop"), f"stopping with {ctx.stop_reason}")
+
+
 def markdown_steps(ctx: Context) -> list[Step]:
     text = {"type": "text", "text": MARKDOWN_STARTED}
     return stream(ctx.id("markdown"), [text], MARKDOWN_CHUNKS, [{"type": "text", "text": MARKDOWN_DOCUMENT}])
@@ -183,6 +189,7 @@ COMMANDS: dict[str, Script] = {
     "help": _help,
     "echo": _echo,
     "say": _echo,
+    "stopreason": _stop_reason,
     "markdown": markdown_steps,
 }
 EXACT: dict[str, Script] = {
