@@ -20,10 +20,10 @@ memory without limit. ``GuardedHttpTools`` is uvicorn's httptools protocol (give
 - a bound on pipelined requests: once ``pipeline_limit`` wait behind the running one, what the client
   sent beyond them is kept unparsed (reading stops) until answers go out; more than ``HELD_LIMIT``
   bytes of it close the connection;
-- a cap on open connections. At the cap, the connection that has been idle longest (no request
-  running: it has not sent a complete head yet, or waits between requests), or stuck writing
-  longest (its reader takes nothing), is closed to make room if it has been so for ``IDLE_GRACE``;
-  otherwise the new connection is refused at once. So a flood of idle connections or of readers
+- a cap on open connections. At the cap, the connection stuck writing longest (its reader has
+  taken nothing for ``STUCK_GRACE``) is closed to make room, else the one idle longest (no request
+  running: it has not sent a complete head yet, or waits between requests) if it has been so for
+  ``IDLE_GRACE``; otherwise the new connection is refused at once. So a flood of idle connections or of readers
   that never read cannot keep a client out whose requests come quickly, and a client's new
   connection is not closed while it is sending its first request;
 - ``scope["extensions"]["acp-rest-bridge.abort"]``: closes the connection at once, unsent data
@@ -134,7 +134,9 @@ class Connections:
 
     def admit(self, connection: GuardedHttpTools, now: float) -> bool:
         if self.open >= self.limits.max_connections:
-            # The one waiting longest, of the idle ones and those whose reader takes nothing.
+            # A connection whose reader takes nothing goes first (the oldest of them), then the one
+            # idle longest: an idle kept-alive connection is a client that reads, and closing it races
+            # with its next request.
             idle = next(iter(self.idle.items()), None)
             stuck = next(iter(self.stuck.items()), None)
             if idle is not None and now - idle[1] < IDLE_GRACE:
@@ -144,14 +146,14 @@ class Connections:
             if idle is None and stuck is None:
                 self.note("refused")
                 return False
-            if idle is not None and (stuck is None or idle[1] <= stuck[1]):
-                self.release(idle[0])  # counted out now: its close is reported later
-                idle[0].close_idle()
-                self.note("made room")
-            elif stuck is not None:
+            if stuck is not None:
                 self.release(stuck[0])
                 stuck[0].abort()  # what its reader has not taken is dropped
                 self.note("stuck made room")
+            elif idle is not None:
+                self.release(idle[0])  # counted out now: its close is reported later
+                idle[0].close_idle()
+                self.note("made room")
         self.open += 1
         connection.counted = True
         self.idle[connection] = now

@@ -303,8 +303,12 @@ class CatalogSource:
             # Parsed off the event loop: the document may be megabytes.
             catalog = await asyncio.to_thread(lambda: parse_catalog(json.loads(bytes(body)), str(self.url), fetched))
         except Exception as exc:  # any failure: the catalog in use stays
-            # Offline is a normal place to run: said once (at info), not at every hourly retry.
-            level = logging.DEBUG if self.last_error is not None else logging.INFO
+            # Offline is a normal place to run: said once (at info), not at every hourly retry. A
+            # refused plain-http URL is the operator's to mend: said once at warning.
+            said = self.last_error or ""
+            level = logging.DEBUG if said else logging.INFO
+            if isinstance(exc, PlainHttpRefused) and not said.startswith("PlainHttpRefused"):
+                level = logging.WARNING
             self.last_error = f"{type(exc).__name__}: {exc}"
             log.log(
                 level,

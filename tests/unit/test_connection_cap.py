@@ -1,5 +1,6 @@
-"""The connection cap of ``app/serving.py``: at the cap the longest-idle connection makes room (once
-idle for a second), else the new one is refused; what happened is logged in one line."""
+"""The connection cap of ``app/serving.py``: at the cap a connection whose reader takes nothing makes
+room, else the longest-idle one (once idle for a second), else the new one is refused; what happened
+is logged in one line."""
 
 from __future__ import annotations
 
@@ -86,3 +87,16 @@ async def test_a_connection_whose_reader_takes_nothing_makes_room_too(caplog: py
         connections.log_line()
     assert "1 whose reader took nothing closed to make room at the cap" in caplog.text
     assert "1 closed whose reader took nothing for 7 s" in caplog.text
+
+
+async def test_a_reader_that_takes_nothing_goes_before_an_idle_client() -> None:
+    """An idle kept-alive connection belongs to a client that reads (closing it races with its next
+    request): at the cap, one whose reader takes nothing makes room first, however long the other
+    has been idle."""
+    connections = Connections(ConnectionLimits(max_connections=2, header_timeout=15, body_timeout=30))
+    idle, stuck, new = Conn("idle"), Conn("stuck"), Conn("new")
+    assert admit(connections, idle, 0.0) and admit(connections, stuck, 0.0)
+    connections.busy(guarded(stuck))
+    connections.writing_stuck(guarded(stuck), 4.0)
+    assert admit(connections, new, 5.0)
+    assert stuck.closed and not idle.closed
