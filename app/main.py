@@ -102,10 +102,14 @@ class Services:
         # Traces, when the OTEL_* environment asks for an exporter (None: off).
         self.tracing = Tracing.from_environment()
         cache_dir = settings.cache_dir()
-        self.node = OnDemandNode(cache_dir / "node", settings.install_timeout) if settings.node_on_demand else None
-        # Agent, terminal and install process groups (and install staging folders), so the next
-        # server on the data dir can end and remove a crashed run's.
+        # Agent, terminal, install and clone process groups (and install and clone staging folders),
+        # so the next server on the data dir can end and remove a crashed run's.
         self.processes = ProcessRegistry(settings.resolved_data_dir() / "processes")
+        self.node = (
+            OnDemandNode(cache_dir / "node", settings.install_timeout, self.processes)
+            if settings.node_on_demand
+            else None
+        )
         self.registry = AgentRegistry(
             settings.agents_file,
             install_dir=cache_dir / "bin",
@@ -182,8 +186,8 @@ class Services:
             if pruning is not None:
                 pruning.cancel()
             self.registry.stop_refresh()
-            if self.registry.installer is not None:
-                await self.registry.installer.shutdown()
+            if self.registry.installs is not None:
+                await self.registry.installs.shutdown()
             await manager.shutdown()
             if self.fleet is not None:
                 await self.fleet.stop()

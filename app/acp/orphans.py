@@ -1,15 +1,16 @@
-"""The process groups this server started (agents, terminals), kept on disk so that the next server
-on the same data dir can end those a crash left behind.
+"""The process groups this server started (agents, terminals, install steps, skill clones), kept on
+disk so that the next server on the same data dir can end those a crash left behind.
 
-Every agent and terminal runs in its own process group. When one starts, a line ``+ <pgid>
+Every child process runs in its own process group (``app.process_group``, which records it here:
+this registry is its ``Recorder``). When one starts, a line ``+ <pgid>
 <start time>`` is appended to ``<data dir>/processes/<run id>``; when it is stopped, ``- <pgid>``.
 The start time is the process's ``/proc/<pid>/stat`` field 22 (clock ticks since boot), which
 together with the boot id identifies the process: a pid reused by another process has another
 start time. Every process started also carries ``ACP_BRIDGE_RUN=<run id>`` in its environment, so
 its descendants can be recognised even when they left the group.
 
-Directories a run works in and removes when done (an agent install's staging folder) are recorded
-too: ``d <JSON path>`` before the directory is made, ``-d <JSON path>`` once it is gone.
+Directories a run works in and removes when done (an install's or a clone's staging folder) are
+recorded too: ``d <JSON path>`` before the directory is made, ``-d <JSON path>`` once it is gone.
 
 At start-up (``sweep``), for each file of an earlier run: a group whose leader is still the same
 process is killed as a whole; processes that still carry that run's marker are killed too (the

@@ -5,14 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import signal
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .orphans import ProcessRegistry
+from app.process_group import PIPE, ProcessGroup, Recorder
 
 # asyncio's per-read limit; the SDK reassembles longer lines, a large limit means fewer loops.
 STDOUT_LIMIT = 8 * 1024 * 1024
@@ -74,22 +72,21 @@ class ExitInfo:
 
 
 class AgentProcess:
+    """An agent's process group (``app.process_group``), its stdio, and its stderr drained."""
+
     def __init__(
         self,
-        proc: asyncio.subprocess.Process,
+        group: ProcessGroup,
         stderr: StderrBuffer,
         stdout_line_limit: int = STDOUT_LINE_LIMIT,
-        processes: ProcessRegistry | None = None,
     ) -> None:
-        self.proc = proc
-        self.pid = proc.pid
+        self.group = group
+        self.proc = group.proc
+        self.pid = group.pid
         self.stderr = stderr
         self.stdout_line_limit = stdout_line_limit
         self._exit_logged = False
-        self._processes = processes
-        if processes is not None:
-            processes.started(proc.pid)
-        self._stderr_task = asyncio.create_task(self._drain_stderr(), name=f"agent-stderr-{proc.pid}")
+        self._stderr_task = asyncio.create_task(self._drain_stderr(), name=f"agent-stderr-{group.pid}")
 
     @classmethod
     async def spawn(
@@ -100,22 +97,14 @@ class AgentProcess:
         cwd: str,
         stderr_line_limit: int = 4096,
         stdout_line_limit: int = STDOUT_LINE_LIMIT,
-        processes: ProcessRegistry | None = None,
+        processes: Recorder | None = None,
     ) -> AgentProcess:
         """Start ``argv``; with ``processes``, its group is recorded so a later run can end it."""
-        full_env = {**os.environ, **env, **(processes.env if processes is not None else {})}
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=full_env,
-            cwd=cwd,
-            start_new_session=True,  # own process group: the whole tree can be signalled
-            limit=STDOUT_LIMIT,
+        group = await ProcessGroup.start(
+            argv, env=env, cwd=cwd, stdin=PIPE, stdout=PIPE, stderr=PIPE, limit=STDOUT_LIMIT, recorder=processes
         )
-        log.info("agent started: pid %d, %s (cwd %s)", proc.pid, " ".join(argv), cwd)
-        return cls(proc, StderrBuffer(stderr_line_limit), stdout_line_limit, processes)
+        log.info("agent started: pid %d, %s (cwd %s)", group.pid, " ".join(argv), cwd)
+        return cls(group, StderrBuffer(stderr_line_limit), stdout_line_limit)
 
     @property
     def stdin(self) -> asyncio.StreamWriter:
@@ -168,27 +157,16 @@ class AgentProcess:
             await asyncio.wait_for(asyncio.shield(self._stderr_task), 1.0)
         return code
 
-    def _signal_group(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, sig)
-
     async def stop(self, grace: float) -> None:
-        """Close stdin, SIGTERM the group, SIGKILL it after ``grace`` seconds. Always reaps."""
+        """Close stdin, SIGTERM the group, SIGKILL it after ``grace`` seconds; reaps (within a bound)."""
         with contextlib.suppress(Exception):
             self.stdin.close()
         if self.proc.returncode is None:
             log.info("stopping agent pid %d: SIGTERM to its group, SIGKILL after %gs", self.pid, grace)
-            self._signal_group(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(self.proc.wait(), grace)
-            except TimeoutError:
-                pass
-        # Children of the agent may outlive it in the group: kill whatever is left.
-        self._signal_group(signal.SIGKILL)
-        await self.wait()
-        if self._processes is not None:
-            self._processes.stopped(self.pid)
+        # Children of the agent may outlive it in the group: whatever is left is killed too.
+        if await self.group.stop(grace):
+            await self.wait()  # logs the exit, takes stderr's last lines
 
     def kill_now(self) -> None:
         """Synchronous last resort (interpreter shutdown)."""
-        self._signal_group(signal.SIGKILL)
+        self.group.kill()

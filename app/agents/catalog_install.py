@@ -10,24 +10,22 @@
   ``uvx`` would run it, with no network needed at start. ``uv`` is the one on PATH, else it is
   installed from PyPI with pip (``pip install uv``) into ``<install dir>/acp-registry/.uv``, once.
 
-As for the legacy agents (``install.Installer``, whose npm runner, locks and time limit are
-shared): one install per agent at a time, made in a staging folder and moved into place only when
-it is complete, so a failure leaves the previous install (or none) as it was; failures are
-``InstallFailed`` (500 ``install_failed``). ``.acp-registry.json`` in the folder records what was
-installed: id, version, distribution and the command.
+As for the legacy agents (``install.Installer``), on the same ``install_core.InstallCore``: one
+install per agent at a time, made in a staging folder and moved into place only when it is
+complete, so a failure leaves the previous install (or none) as it was; each step (npm, uv, pip) a
+process group bounded by the install time limit; every step's group and every folder recorded for
+crash clean-up; failures are ``InstallFailed`` (500 ``install_failed``). ``.acp-registry.json`` in
+the folder records what was installed: id, version, distribution and the command.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
 import os
-import secrets
 import shutil
-import signal
 import stat
 import sys
 import tarfile
@@ -39,7 +37,8 @@ from typing import Any
 from app.errors import InstallFailed
 
 from .acp_catalog import BinaryTarget, CatalogAgent, PlainHttpRefused, expected_sha256, https_only
-from .install import STDERR_TAIL, Installer
+from .install import run_npm
+from .install_core import InstallCore, Staging
 
 log = logging.getLogger("acp_rest_bridge.install")
 
@@ -104,9 +103,9 @@ def installed_manifest(folder: Path) -> dict[str, Any] | None:
 
 
 class CatalogInstaller:
-    def __init__(self, installer: Installer, download_limit: int = DOWNLOAD_LIMIT, *, allow_http: bool = False) -> None:
-        self.installer = installer
-        self.root = installer.install_dir / "acp-registry"
+    def __init__(self, core: InstallCore, download_limit: int = DOWNLOAD_LIMIT, *, allow_http: bool = False) -> None:
+        self.core = core
+        self.root = core.install_dir / "acp-registry"
         self.download_limit = download_limit
         self.allow_http = allow_http  # plain-http archives (and redirects to them)
 
@@ -120,66 +119,52 @@ class CatalogInstaller:
         kind = agent.distribution
         if kind is None:
             raise InstallFailed(agent.id, f"{agent.id} has no distribution for this platform in the ACP registry")
-        lock = self.installer._locks.setdefault(f"acp-registry/{agent.id}", asyncio.Lock())
-        async with lock:
+        async with self.core.lock(f"acp-registry/{agent.id}"):
             if not reinstall and self.installed(agent.id) is not None:
                 return  # installed while this call waited for another
             await self._install(agent, kind, version)
 
     async def _install(self, agent: CatalogAgent, kind: str, version: str | None) -> None:
-        token = secrets.token_hex(4)
-        staging = self.root / f".{agent.id}.staging-{token}"
-        installer = self.installer
-        installer._active += 1
-        installer._idle.clear()
         try:
-            await asyncio.to_thread(self._prepare, agent.id, staging)
-            if kind == "npx":
-                manifest = await self._npx(agent, staging, version)
-            elif kind == "uvx":
-                manifest = await self._uvx(agent, version, token)
-            else:
-                target = agent.target()
-                assert target is not None
-                manifest = await self._binary(agent, target, staging)
-            # The agent runs with the environment of the catalog entry it was installed from; a
-            # later catalog's applies after a reinstall.
-            manifest["env"] = dict(agent_env(agent))
-            (staging / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-            if installed_manifest(staging) is None:
-                raise InstallFailed(
-                    agent.id, f"{agent.id}: the installed program {manifest['command'][0]!r} is missing"
-                )
-            await asyncio.to_thread(self._swap_in, agent.id, staging, token)
-            log.info("installed %s from the ACP registry (%s %s)", agent.id, kind, manifest.get("version"))
+            # A uvx install's tool environments in use are not a leftover.
+            in_use = await asyncio.to_thread(self._tools_in_use, agent.id)
+            async with self.core.staging(self.root, agent.id, spare=in_use) as staging:
+                if kind == "npx":
+                    manifest = await self._npx(agent, staging.path, version)
+                elif kind == "uvx":
+                    manifest = await self._uvx(agent, version, staging)
+                else:
+                    target = agent.target()
+                    assert target is not None
+                    manifest = await self._binary(agent, target, staging.path)
+                # The agent runs with the environment of the catalog entry it was installed from; a
+                # later catalog's applies after a reinstall.
+                manifest["env"] = dict(agent_env(agent))
+                text = json.dumps(manifest, indent=1) + "\n"
+                await asyncio.to_thread((staging.path / MANIFEST).write_text, text, "utf-8")
+                if await asyncio.to_thread(installed_manifest, staging.path) is None:
+                    raise InstallFailed(
+                        agent.id, f"{agent.id}: the installed program {manifest['command'][0]!r} is missing"
+                    )
+                await asyncio.to_thread(self._swap_in, agent.id, staging, manifest.get("tools"))
+                log.info("installed %s from the ACP registry (%s %s)", agent.id, kind, manifest.get("version"))
         except OSError as exc:
             raise InstallFailed(agent.id, f"{type(exc).__name__}: {exc}") from exc
-        finally:
-            try:
-                await asyncio.shield(asyncio.to_thread(shutil.rmtree, staging, True))
-            finally:
-                installer._active -= 1
-                if not installer._active:
-                    installer._idle.set()
 
     # ---- npx ---------------------------------------------------------------------------------------
     async def _npx(self, agent: CatalogAgent, staging: Path, version: str | None) -> dict[str, Any]:
         assert agent.npx is not None
-        npm = shutil.which("npm")
-        if npm is None and self.installer.node is not None:
-            npm = await self.installer.node.npm(agent.id)
-        if npm is None:
-            raise InstallFailed(agent.id, f"npm is not on PATH: {agent.id} is an npm package (install Node.js)")
+        npm = await self.core.npm(agent.id)
         spec = package_spec(agent.npx.package, version)
         # As `npx` would: the package's install scripts run.
         argv = [npm, "install", "--no-audit", "--no-fund", "--prefix", str(staging), spec]
-        await self.installer._run_npm(agent.id, argv, spec)
+        await run_npm(self.core, agent.id, argv, spec)
         name = _npm_name(spec)
         program, installed_version = await asyncio.to_thread(_npm_program, staging, name)
         if program is None:
             raise InstallFailed(agent.id, f"npm installed {spec}, but it declares no program (`bin`)")
         package = await asyncio.to_thread(_package_json, staging, name)
-        node = await self.installer.node_for(agent.id, package, spec)  # Node.js on demand, as for legacy ids
+        node = await self.core.node_for(agent.id, package, spec)  # Node.js on demand, as for legacy ids
         return {
             **({"node": node} if node is not None else {}),
             "id": agent.id,
@@ -191,7 +176,7 @@ class CatalogInstaller:
         }
 
     # ---- uvx ---------------------------------------------------------------------------------------
-    async def _uvx(self, agent: CatalogAgent, version: str | None, token: str) -> dict[str, Any]:
+    async def _uvx(self, agent: CatalogAgent, version: str | None, staging: Staging) -> dict[str, Any]:
         assert agent.uvx is not None
         uv = await self._uv(agent.id)
         spec = agent.uvx.package
@@ -200,19 +185,23 @@ class CatalogInstaller:
             spec = f"{name}=={version}"
         # uv's tool environments keep absolute paths: they are made where they stay (the manifest,
         # swapped in, points at them; the previous one is removed then).
-        tools = self.root / f".{agent.id}.uv-{token}"
-        env = {**os.environ, "UV_TOOL_DIR": str(tools / "tools"), "UV_TOOL_BIN_DIR": str(tools / "bin")}
-        env.setdefault("UV_NO_PROGRESS", "1")
+        tools = self.root / f".{agent.id}.uv-{staging.token}"
+        env = {"UV_TOOL_DIR": str(tools / "tools"), "UV_TOOL_BIN_DIR": str(tools / "bin")}
+        if "UV_NO_PROGRESS" not in os.environ:
+            env["UV_NO_PROGRESS"] = "1"
+        await self.core.record_dir(tools)
+        log.info("installing %s: uv tool install %s", agent.id, spec)
         try:
-            await self._run(agent.id, [uv, "tool", "install", "--force", spec], env, f"uv tool install {spec}")
-            programs = sorted(p.name for p in (tools / "bin").iterdir()) if (tools / "bin").is_dir() else []
+            await self.core.run(agent.id, [uv, "tool", "install", "--force", spec], f"uv tool install {spec}", env=env)
+            bin_dir = tools / "bin"
+            programs = sorted(p.name for p in bin_dir.iterdir()) if await asyncio.to_thread(bin_dir.is_dir) else []
             program = name if name in programs else (programs[0] if len(programs) == 1 else None)
             if program is None:
                 raise InstallFailed(
                     agent.id, f"uv installed {spec}, but its programs are {programs}, none named {name}"
                 )
         except BaseException:
-            await asyncio.shield(asyncio.to_thread(shutil.rmtree, tools, True))
+            await self.core.remove_dir(tools)
             raise
         return {
             "id": agent.id,
@@ -231,49 +220,18 @@ class CatalogInstaller:
             return found
         home = self.root / ".uv"
         program = home / "bin" / "uv"
-        async with self.installer._locks.setdefault("acp-registry/.uv", asyncio.Lock()):
+        async with self.core.lock("acp-registry/.uv"):
             if program.is_file():
                 return str(program)
-            staging = self.root / f".uv.staging-{secrets.token_hex(4)}"
-            argv = [sys.executable, "-m", "pip", "install", "--no-input", "--disable-pip-version-check"]
-            argv += ["--target", str(staging), "uv"]
-            try:
-                await self._run(agent_id, argv, dict(os.environ), "pip install uv")
-                if not (staging / "bin" / "uv").is_file():
+            async with self.core.staging(self.root, "uv") as staging:
+                argv = [sys.executable, "-m", "pip", "install", "--no-input", "--disable-pip-version-check"]
+                argv += ["--target", str(staging.path), "uv"]
+                log.info("installing %s: pip install uv (uv is not on PATH)", agent_id)
+                await self.core.run(agent_id, argv, "pip install uv")
+                if not (staging.path / "bin" / "uv").is_file():
                     raise InstallFailed(agent_id, "pip installed uv, but it has no program bin/uv")
-                await asyncio.to_thread(staging.rename, home)
-            finally:
-                await asyncio.shield(asyncio.to_thread(shutil.rmtree, staging, True))
+                await asyncio.to_thread(staging.path.rename, home)
         return str(program)
-
-    async def _run(self, agent_id: str, argv: list[str], env: dict[str, str], what: str) -> None:
-        """A step of an install, in its own process group, bounded by the install time limit."""
-        log.info("installing %s: %s", agent_id, what)
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-        self.installer._procs.add(proc)
-        try:
-            async with asyncio.timeout(self.installer.timeout or None):
-                output, _ = await proc.communicate()
-        except BaseException as exc:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(proc.wait())
-            if isinstance(exc, TimeoutError):
-                raise InstallFailed(agent_id, f"{what} did not finish in {self.installer.timeout:g}s") from None
-            raise
-        finally:
-            self.installer._procs.discard(proc)
-        if proc.returncode != 0:
-            text = output.decode("utf-8", "replace")[-STDERR_TAIL:]
-            raise InstallFailed(agent_id, f"{what} failed (exit {proc.returncode}):\n{text}")
 
     # ---- binary ------------------------------------------------------------------------------------
     async def _binary(self, agent: CatalogAgent, target: BinaryTarget, staging: Path) -> dict[str, Any]:
@@ -285,11 +243,11 @@ class CatalogInstaller:
                 raise InstallFailed(agent.id, f"the registry's sha256 for {target.archive}: {exc}") from None
         download = staging / ".download"
         try:
-            async with asyncio.timeout(self.installer.timeout or None):
+            async with asyncio.timeout(self.core.timeout or None):
                 digest = await self._download(agent.id, target.archive, download)
         except TimeoutError:
             raise InstallFailed(
-                agent.id, f"download of {target.archive} did not finish in {self.installer.timeout:g}s"
+                agent.id, f"download of {target.archive} did not finish in {self.core.timeout:g}s"
             ) from None
         if expected is not None and digest != expected:
             raise InstallFailed(
@@ -340,31 +298,21 @@ class CatalogInstaller:
         return digest.hexdigest()
 
     # ---- staging -----------------------------------------------------------------------------------
-    def _prepare(self, agent_id: str, staging: Path) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        stale_before = time.time() - max(self.installer.timeout, 3600.0)
+    def _tools_in_use(self, agent_id: str) -> Path | None:
         current = self.installed(agent_id)
-        in_use = Path(current["tools"]) if current and isinstance(current.get("tools"), str) else None
-        for leftover in self.root.glob(f".{agent_id}.*-*"):
-            if leftover == in_use:
-                continue
-            with contextlib.suppress(OSError):
-                if leftover.stat().st_mtime < stale_before:
-                    shutil.rmtree(leftover, ignore_errors=True)
-        staging.mkdir()
+        return Path(current["tools"]) if current and isinstance(current.get("tools"), str) else None
 
-    def _swap_in(self, agent_id: str, staging: Path, token: str) -> None:
+    def _swap_in(self, agent_id: str, staging: Staging, tools: Any) -> None:
         target = self.folder(agent_id)
-        old = self.root / f".{agent_id}.old-{token}"
         previous = installed_manifest(target) if target.exists() else None
-        if target.exists():
-            target.rename(old)
-        staging.rename(target)
-        shutil.rmtree(old, ignore_errors=True)
-        # A uvx install's tool environments live beside it: the replaced one goes too.
-        tools = previous.get("tools") if previous else None
-        if isinstance(tools, str) and Path(tools).parent == self.root and Path(tools).name != f".{agent_id}.uv-{token}":
-            shutil.rmtree(tools, ignore_errors=True)
+        if isinstance(tools, str):
+            # A uvx install's tool environments live beside it: kept with it from now on.
+            self.core.release_dir(Path(tools))
+        self.core.swap_in(staging, target)
+        # ... and the replaced install's go with it.
+        old = previous.get("tools") if previous else None
+        if isinstance(old, str) and Path(old).parent == self.root and old != tools:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _pypi_name(spec: str) -> str:

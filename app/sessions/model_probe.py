@@ -19,6 +19,7 @@ from app.acp.connection import AgentConnection
 from app.acp.process import AgentProcess
 from app.acp.sdk import RequestError
 from app.agents.registry import AgentSpec
+from app.process_group import Recorder
 
 from . import agent_setup
 
@@ -46,26 +47,27 @@ class _Silent:
         raise RequestError.method_not_found(method)
 
 
-async def agent_models(spec: AgentSpec, settings: Any) -> dict[str, Any]:
-    """The agent's models: learned, else asked now (once), else the profile's fallback."""
+async def agent_models(spec: AgentSpec, settings: Any, processes: Recorder | None = None) -> dict[str, Any]:
+    """The agent's models: learned, else asked now (once, the agent's process group recorded with
+    ``processes``), else the profile's fallback."""
     if spec.models is None and not spec.is_mock and spec.profile.probe_models and spec.installed:
         lock = _locks.setdefault(spec.id, asyncio.Lock())
         async with lock:
             recent = time.monotonic() - _failed_at.get(spec.id, -RETRY_AFTER) < RETRY_AFTER
             if spec.models is None and not recent:
                 try:
-                    await asyncio.wait_for(_probe(spec, settings), settings.agent_start_timeout)
+                    await asyncio.wait_for(_probe(spec, settings, processes), settings.agent_start_timeout)
                 except Exception as exc:  # the fallback answers; the reason goes to the log
                     _failed_at[spec.id] = time.monotonic()
                     log.warning("could not ask %s for its models: %s", spec.id, exc)
     return spec.models_response()
 
 
-async def _probe(spec: AgentSpec, settings: Any) -> None:
+async def _probe(spec: AgentSpec, settings: Any, processes: Recorder | None) -> None:
     assert spec.command
     with tempfile.TemporaryDirectory(prefix="acp-bridge-probe-") as cwd:
         process = await AgentProcess.spawn(
-            spec.command, env=spec.env, cwd=cwd, stderr_line_limit=settings.stderr_line_limit
+            spec.command, env=spec.env, cwd=cwd, stderr_line_limit=settings.stderr_line_limit, processes=processes
         )
         connection = AgentConnection(process, _Silent())
         try:

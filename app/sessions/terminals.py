@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from app.acp.orphans import ProcessRegistry
 from app.acp.requests import CreateTerminalRequest
 from app.acp.sdk import RequestError
 from app.fs.paths import os_message
+from app.process_group import DEVNULL, PIPE, STDOUT, ProcessGroup, Recorder
 
 if TYPE_CHECKING:
     from .session import Session
@@ -67,24 +67,16 @@ def exit_status(returncode: int) -> dict[str, Any]:
 
 
 class Terminal:
-    def __init__(
-        self,
-        terminal_id: str,
-        proc: asyncio.subprocess.Process,
-        output_limit: int,
-        processes: ProcessRegistry | None = None,
-    ) -> None:
+    def __init__(self, terminal_id: str, group: ProcessGroup, output_limit: int) -> None:
         self.id = terminal_id
-        self.proc = proc
-        self.pid = proc.pid
+        self.group = group
+        self.proc = group.proc
+        self.pid = group.pid
         self.output_limit = output_limit
         self.truncated = False
         self.exit_status: dict[str, Any] | None = None
         self.exited = asyncio.Event()
         self._buffer = bytearray()
-        self._processes = processes
-        if processes is not None:
-            processes.started(proc.pid)
         self._reader = asyncio.create_task(self._read(), name=f"terminal-read-{terminal_id}")
         self._watcher = asyncio.create_task(self._watch(), name=f"terminal-wait-{terminal_id}")
 
@@ -98,20 +90,14 @@ class Terminal:
         env: dict[str, str],
         cwd: str,
         output_limit: int,
-        processes: ProcessRegistry | None = None,
+        processes: Recorder | None = None,
     ) -> Terminal:
         # Without args the command is a shell line (agents send e.g. "npm test -- --watch=false").
         argv = [command, *args] if args else ["/bin/sh", "-c", command]
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            cwd=cwd,
-            env={**os.environ, **env, **(processes.env if processes is not None else {})},
-            start_new_session=True,
+        group = await ProcessGroup.start(
+            argv, env=env, cwd=cwd, stdin=DEVNULL, stdout=PIPE, stderr=STDOUT, recorder=processes
         )
-        return cls(terminal_id, proc, output_limit, processes)
+        return cls(terminal_id, group, output_limit)
 
     # ---- output ------------------------------------------------------------------------------
     async def _read(self) -> None:
@@ -154,9 +140,7 @@ class Terminal:
 
     def kill(self) -> None:
         """SIGKILL the terminal's process group (the command and what it started)."""
-        if self.running:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.pid, signal.SIGKILL)
+        self.group.kill()
 
     async def wait(self, timeout: float | None = None) -> bool:
         try:
@@ -166,10 +150,10 @@ class Terminal:
             return False
 
     async def close(self) -> None:
-        """Kill, wait for the exit, stop reading."""
-        self.kill()
-        if await self.wait(KILL_WAIT) and self._processes is not None:
-            self._processes.stopped(self.pid)
+        """Kill the group (also what the command left running after it exited), wait for the
+        exit, stop reading."""
+        await self.group.stop(kill_wait=KILL_WAIT)
+        await self.wait(KILL_WAIT)
         for task in (self._reader, self._watcher):
             if not task.done():
                 task.cancel()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import httpx
@@ -55,3 +56,29 @@ def test_skill_filter_and_errors(client: httpx.Client, tmp_path: Path) -> None:
     assert r.status_code == 400 and r.json()["detail"] == "invalid request: unsupported skill source type: s3"
     ids = {s["sessionId"] for s in client.get("/v1/sessions").json()["sessions"]}
     assert not ids & {"skills-m", "skills-n", "skills-t"}
+
+
+def test_git_sources_are_cloned_once_and_a_failed_clone_says_why(
+    client: httpx.Client, bridge: Bridge, tmp_path: Path
+) -> None:
+    repo = make_source(tmp_path / "repo")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for argv in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "skills"]):
+        subprocess.run([*git, *argv], check=True, capture_output=True, timeout=60)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    source = {"type": "git", "source": repo.as_uri()}
+    body = {"agent": "mock", "directory": str(workdir), "skills": {"sources": [source]}}
+    assert client.post("/v1/sessions/skills-git", json=body).status_code == 200
+    link = workdir / ".claude/skills/my-test-skill"
+    clones = bridge.data_dir / "skills"
+    assert (link / "SKILL.md").is_file() and link.resolve().parent.parent == clones
+    before = sorted(clones.iterdir())
+    assert not [p for p in before if p.name.startswith(".")]  # the staging folder went into place
+
+    missing = {"type": "git", "source": (tmp_path / "no-repo").as_uri()}
+    r = client.post("/v1/sessions/skills-git-missing", json={"agent": "mock", "skills": {"sources": [missing]}})
+    assert r.status_code == 502, r.text
+    detail = r.json()["detail"]
+    assert detail.startswith(f"stream error: cannot fetch skill source {missing['source']}: fatal: "), detail
+    assert sorted(clones.iterdir()) == before  # nothing left of the failed clone

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from app.agents.install import ADAPTERS, node_satisfies
+from app.agents.install import ADAPTERS
+from app.agents.node import node_satisfies
 from app.agents.profiles import LEGACY_IDS, PROFILES
 from app.agents.registry import AgentRegistry, AgentsFileError, AgentSpec, load_agents_file
 from app.errors import InvalidRequest, ModeNotSupported
