@@ -58,7 +58,7 @@ class PostgresOutbox:
         self.rescue_interval = rescue_interval
 
     def _call(self, function: Callable[..., Any], *args: Any) -> Any:
-        return self.store.call(function, *args)
+        return self.store.backend.call(function, *args)
 
     def open(self) -> bool:
         row = self._call(

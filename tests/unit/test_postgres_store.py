@@ -11,17 +11,22 @@ import psycopg
 import pytest
 
 from app.events.log import SessionEventLog
-from app.events.postgres import EVENTS_CHANNEL, SCHEMA_VERSION, PostgresEventStore
-from app.events.sqlite import StoreError
+from app.events.postgres import EVENTS_CHANNEL, SCHEMA_VERSION, PostgresBackend, PostgresEventStore
+from app.events.store import StoreError
+from app.events.writer import BatchWriter
 from tests.postgres import PostgresServer
 from tests.unit.test_event_store import fill, seqs, wait_for
 
 pytestmark = pytest.mark.postgres
 
 
+def pg_store(url: str) -> PostgresEventStore:
+    return BatchWriter(PostgresBackend(url))
+
+
 def test_the_schema_is_created_once_and_versioned(database_url: str) -> None:
     for _ in range(2):
-        store = PostgresEventStore(database_url)
+        store = pg_store(database_url)
         store.open()
         store.close()
     with psycopg.connect(database_url) as conn:
@@ -30,11 +35,13 @@ def test_the_schema_is_created_once_and_versioned(database_url: str) -> None:
 
 
 def test_a_database_of_a_newer_bridge_is_refused(database_url: str) -> None:
-    PostgresEventStore(database_url).open()
+    store = pg_store(database_url)
+    store.open()
+    store.close()
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("INSERT INTO schema_version VALUES (%s)", (SCHEMA_VERSION + 1,))
     with pytest.raises(StoreError, match="newer than this bridge"):
-        PostgresEventStore(database_url).open()
+        pg_store(database_url).open()
 
 
 def test_an_unreachable_database_is_a_one_line_error() -> None:
@@ -44,11 +51,11 @@ def test_an_unreachable_database_is_a_one_line_error() -> None:
         refused_port() as port,
         pytest.raises(StoreError, match=r"cannot use the database postgresql://u:\*\*\*@127\.0\.0\.1"),
     ):
-        PostgresEventStore(f"postgresql://u:secret@127.0.0.1:{port}/x").open()
+        pg_store(f"postgresql://u:secret@127.0.0.1:{port}/x").open()
 
 
 async def test_a_commit_notifies_the_sessions_last_sequence(database_url: str) -> None:
-    store = PostgresEventStore(database_url)
+    store = pg_store(database_url)
     store.open()
     try:
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as listener:
@@ -69,7 +76,7 @@ async def test_a_commit_notifies_the_sessions_last_sequence(database_url: str) -
 async def test_a_database_that_goes_away_is_loud_and_nothing_is_lost_or_reordered(
     postgres: PostgresServer, database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = PostgresEventStore(database_url)
+    store = pg_store(database_url)
     store.RETRY_DELAYS = (0.05, 0.1, 0.2)
     store.open()
     try:
@@ -114,7 +121,7 @@ def postgres_running(server: PostgresServer) -> bool:
 
 
 def test_retention_deletes_a_session_and_its_events(database_url: str) -> None:
-    store = PostgresEventStore(database_url)
+    store = pg_store(database_url)
     store.open()
     try:
         fill(SessionEventLog("old", store), 10)
@@ -133,18 +140,16 @@ def test_retention_deletes_a_session_and_its_events(database_url: str) -> None:
 
 def test_a_batch_retried_after_a_lost_connection_is_not_written_twice(database_url: str) -> None:
     """The server may have committed a batch whose COMMIT went unanswered: the retry skips it."""
-    store = PostgresEventStore(database_url)
+    store = pg_store(database_url)
     store.open()
     try:
         log = SessionEventLog("s1", store)
         fill(log, 10)
         assert store.sync(10)
-        conn = store._writer_conn
-        assert conn is not None
+        conn = store.backend.connection
         again = store.read("s1", 0, None)
         conn.failed = True  # as after a DatabaseUnavailable
-        marks: dict[str, int] = {}
-        store._insert(conn, store._keys, again, marks)  # (on the writer's connection, the writer idle)
+        marks = store.backend.write(again)  # (on the writer's connection, the writer idle)
         assert marks == {"s1": 10} and conn.failed is False
         assert seqs(store.read("s1", 0, None)) == list(range(1, 11))
     finally:
