@@ -2,7 +2,7 @@
 
 ``BatchWriter(SqliteBackend(data_dir))`` is a single bridge's event store (``writer.py`` has the
 writer, the queue and the guarantees). Here: the file, locked against a second server on the same
-data dir; its schema; the writer's connection
+data dir; its schema, versioned in ``PRAGMA user_version`` (``MIGRATIONS``); the writer's connection
 (WAL, ``synchronous=NORMAL``: a commit costs no fsync, and a crash of the bridge loses nothing that
 was committed), on which a batch of events is one multi-row ``INSERT``; and the readers' connections,
 one per thread (WAL lets them read while the writer commits).
@@ -24,33 +24,63 @@ from pathlib import Path
 from typing import TypeAlias
 
 from .envelope import pack, stored_time_ns, unpack
+from .schema import Migration, migrate
 from .store import LogStats, StoreError
 from .stored import StoredEvent
 from .writer import BatchWriter, Stored
 
 log = logging.getLogger("acp_rest_bridge.events")
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS sessions (
+# Each entry moves the schema one version on; never edit one that has shipped, add the next.
+MIGRATIONS: tuple[Migration, ...] = (
+    # 1: the first schema (a data dir written before versions were kept has it, or version 2's).
+    (
+        """CREATE TABLE sessions (
     key INTEGER PRIMARY KEY,
     id TEXT NOT NULL UNIQUE,
     record TEXT,
     event_count INTEGER NOT NULL DEFAULT 0,
     last_sequence INTEGER NOT NULL DEFAULT 0,
     updated_ns INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS events (
+)""",
+        """CREATE TABLE events (
     session_key INTEGER NOT NULL,
     sequence INTEGER NOT NULL,
     type TEXT NOT NULL,
     json TEXT NOT NULL,
     raw TEXT,
     PRIMARY KEY (session_key, sequence)
-) WITHOUT ROWID;
-"""
-# The sessions' counter columns are no longer kept up to date (a batch is one INSERT, so the writer
-# waits for the interpreter lock once per batch): a log is gap-free, so its first and last events,
-# found through the primary key at start, give its count.
+)""",
+    ),
+    # 2: events clustered by (session, sequence), in the primary key's b-tree: with 16 KiB pages a
+    # typical event (0.3-1 KiB with its raw payload) stays inside it, and an append costs half.
+    (
+        "ALTER TABLE events RENAME TO events_1",
+        """CREATE TABLE events (
+    session_key INTEGER NOT NULL,
+    sequence INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    json TEXT NOT NULL,
+    raw TEXT,
+    PRIMARY KEY (session_key, sequence)
+) WITHOUT ROWID""",
+        "INSERT INTO events SELECT session_key, sequence, type, json, raw FROM events_1 ORDER BY session_key, sequence",
+        "DROP TABLE events_1",
+    ),
+    # 3: versioned; no trigger keeps the sessions' counters (a release of version 2 made one, and later
+    # ones kept it: an UPDATE per event written). A log is gap-free, so its first and last events,
+    # found through the primary key at start, give its count; the counter columns stay, unused.
+    ("DROP TRIGGER IF EXISTS events_counted",),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def unversioned_version(conn: sqlite3.Connection) -> int:
+    """The version of a database without one: 0 (new), else its events table tells."""
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone()
+    if row is None:
+        return 0
+    return 2 if "WITHOUT ROWID" in str(row[0]).upper() else 1
 
 
 @functools.lru_cache(maxsize=64)
@@ -122,12 +152,14 @@ class SqliteBackend:
         try:
             conn = self._connect()
             os.chmod(self.path, 0o600)  # agent output and session configs: the owner's only
-            conn.executescript(SCHEMA)
+            migrate(conn, MIGRATIONS, unversioned_version, self.where)
             stored = self._load(conn)
-        except (sqlite3.Error, OSError) as exc:
+        except (sqlite3.Error, OSError, StoreError) as exc:
             if conn is not None:
                 conn.close()
             self._release_lock()
+            if isinstance(exc, StoreError):
+                raise
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
         self._conn = conn
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="event-reader")
