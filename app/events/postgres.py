@@ -7,8 +7,9 @@ logs told (durable before visible). What differs is the database underneath:
 
 - rows mirror the SQLite ones, ``events(session_id, sequence, type, json, raw)`` with the primary key
   ``(session_id, sequence)``: no sequence of a session can be written twice, by any bridge;
-- the schema is created and migrated at start, versioned in ``schema_version`` (under an advisory
-  lock, so bridges starting together migrate once);
+- the schema (events, sessions, leases, the fleet's bridges, the webhook outbox's tables) is created
+  and migrated at start, versioned in ``schema_version`` (``MIGRATIONS``, under an advisory lock, so
+  bridges starting together migrate once); a database of a newer bridge is refused;
 - a batch of events is one ``COPY`` (several times faster than an ``INSERT`` of arrays); once it is
   committed the writer notifies ``acp_bridge_events`` (``<session id> <last sequence>``), and a
   change of a session's record notifies ``acp_bridge_sessions`` (a trigger): bridges that serve
@@ -207,7 +208,10 @@ def migrate(conn: Any) -> int:
         row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
         found = int(row[0] or 0)
         if found > SCHEMA_VERSION:
-            raise StoreError(f"the database's schema is version {found}, newer than this bridge's ({SCHEMA_VERSION})")
+            raise StoreError(
+                f"the database's schema is version {found}, newer than this acp-rest-bridge's ({SCHEMA_VERSION}):"
+                " it was written by a newer release; run that one (or a newer one) on it"
+            )
         for version in range(found + 1, SCHEMA_VERSION + 1):
             with conn.transaction():
                 conn.execute(MIGRATIONS[version - 1])
