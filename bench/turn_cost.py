@@ -51,7 +51,7 @@ def _install_counters() -> None:
 
     _replace(sqlite3, "connect", traced_connect)
 
-    class CountingQueue(queue.SimpleQueue):  # type: ignore[type-arg]
+    class CountingQueue(queue.SimpleQueue[Any]):
         def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
             _count("hand-off: queue put (loop -> writer)")
             super().put(item, block, timeout)
