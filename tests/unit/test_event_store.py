@@ -212,6 +212,39 @@ def test_a_second_server_on_the_same_data_dir_is_refused(tmp_path: Path) -> None
     store.close()
 
 
+async def test_a_deleted_session_stays_deleted_when_its_batch_is_tried_again(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Retention deletes a session while events of it are queued, in a batch the database refuses once
+    (after the delete ran): the batch tried again writes the other session's events and none of the
+    deleted one's, and records nothing as failed."""
+    old, kept = SessionEventLog("old", store), SessionEventLog("kept", store)
+    fill(old, 5)
+    store.save_session("old", {"info": {"sessionId": "old"}})
+    assert store.sync(10)
+    original = store.backend.delete_session
+    refused: list[str] = []
+
+    def deleting_then_failing(session_id: str) -> None:
+        original(session_id)
+        if not refused:
+            refused.append(session_id)
+            raise (DatabaseUnavailable if isinstance(store.backend, PostgresBackend) else sqlite3.OperationalError)(
+                "disk I/O error"
+            )
+
+    monkeypatch.setattr(store.backend, "delete_session", deleting_then_failing)
+    store.COALESCE = 0.2  # one batch: old's events, its delete, kept's events
+    with caplog.at_level(logging.ERROR, logger="acp_rest_bridge.events"):
+        fill(old, 3, 5)
+        store.delete_session("old")
+        fill(kept, 10)
+        assert store.sync(10) and refused == ["old"]
+    assert store.read("old", 0, None) == [] and store.load_sessions() == []
+    assert seqs(store.read("kept", 0, None)) == list(range(1, 11))
+    assert not [r for r in caplog.records if "could not be stored" in r.getMessage()]
+
+
 def test_a_session_whose_create_did_not_complete_is_forgotten(
     where: Path | str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -403,6 +436,22 @@ async def test_a_disk_that_refuses_writes_is_loud_and_recovers(store: Store, mon
     stored = store.read("running", 0, None)
     assert seqs(stored) == list(range(1, 102))
     assert running.count == 101
+
+
+async def test_a_store_closed_while_the_disk_refuses_says_what_it_could_not_save(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    disk_full(store, monkeypatch)
+    log = SessionEventLog("s1", store)
+    fill(log, 20)
+    await wait_for(lambda: store.unavailable is not None)
+    started = time.monotonic()
+    with caplog.at_level(logging.ERROR, logger="acp_rest_bridge.events"):
+        await asyncio.to_thread(store.close)
+    assert time.monotonic() - started < 5
+    lost = [r.getMessage() for r in caplog.records if "events not saved" in r.getMessage()]
+    assert len(lost) == 1 and "database or disk is full" in lost[0], lost
+    assert int(lost[0].split("; ")[-1].split()[0]) >= 20  # (and the log's notice of the outage)
 
 
 async def test_the_backlog_is_bounded_and_refused_events_leave_no_gap(

@@ -166,6 +166,27 @@ async def test_an_event_store_of_every_earlier_version_is_migrated_keeping_its_d
     assert schema_of(path) == current_schema
 
 
+def test_a_migration_that_fails_leaves_the_database_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, current_schema: list[tuple[str, str, str]]
+) -> None:
+    historic_data_dir(tmp_path, "2 counted")
+    path = tmp_path / SqliteBackend.FILENAME
+    before = schema_of(path)
+    failing = (*sqlite.MIGRATIONS[:-1], (*sqlite.MIGRATIONS[-1], "SELECT * FROM no_such_table"))
+    monkeypatch.setattr(sqlite, "MIGRATIONS", failing)
+    with pytest.raises(StoreError, match=r"cannot open .*events\.sqlite3: no such table"):
+        BatchWriter(SqliteBackend(tmp_path)).open()
+    assert schema_of(path) == before and version_of(path) == 0  # the trigger's drop undone too
+    monkeypatch.undo()
+    store = BatchWriter(SqliteBackend(tmp_path))
+    store.open()
+    try:
+        assert [e.sequence for e in store.read("packed", 0, None)] == list(range(1, 26))
+    finally:
+        store.close()
+    assert schema_of(path) == current_schema
+
+
 def test_a_new_event_store_starts_at_the_current_version(tmp_path: Path) -> None:
     store = BatchWriter(SqliteBackend(tmp_path))
     store.open()
