@@ -22,8 +22,9 @@ from app.agents.acp_catalog import CatalogSource
 from app.agents.node import OnDemandNode
 from app.agents.registry import AgentRegistry, AgentsFileError
 from app.events.log import trim_heap
-from app.events.sqlite import SqliteEventStore, StoreError
-from app.events.store import EventStore
+from app.events.sqlite import SqliteBackend
+from app.events.store import EventStore, StoreError
+from app.events.writer import BatchWriter
 from app.fs.paths import fence_for
 from app.metrics import Metrics
 from app.sessions import retention
@@ -55,11 +56,11 @@ def open_webhooks(settings: Settings, store: EventStore, metrics: Metrics) -> We
 
     outbox: OutboxStore
     if settings.database_url:
-        from app.events.postgres import PostgresEventStore
+        from app.events.postgres import PostgresBackend
         from app.sessions.fleet import advertised
         from app.webhooks.postgres_outbox import PostgresOutbox
 
-        assert isinstance(store, PostgresEventStore)
+        assert isinstance(store, BatchWriter) and isinstance(store.backend, PostgresBackend)
         outbox = PostgresOutbox(
             store,
             advertised(settings),
@@ -80,15 +81,12 @@ def open_store(settings: Settings) -> EventStore:
     """The durable event store: a PostgreSQL database (``database_url``) or SQLite in the data dir;
     it touches the database or the disk only when the server starts."""
     if settings.database_url:
-        from app.events.postgres import PostgresEventStore
+        from app.events.postgres import PostgresBackend
         from app.sessions.fleet import advertised
 
-        return PostgresEventStore(
-            settings.database_url,
-            backlog_bytes=settings.event_backlog_bytes,
-            name=f"acp-rest-bridge {advertised(settings)}",
-        )
-    return SqliteEventStore(settings.resolved_data_dir(), backlog_bytes=settings.event_backlog_bytes)
+        database = PostgresBackend(settings.database_url, name=f"acp-rest-bridge {advertised(settings)}")
+        return BatchWriter(database, backlog_bytes=settings.event_backlog_bytes)
+    return BatchWriter(SqliteBackend(settings.resolved_data_dir()), backlog_bytes=settings.event_backlog_bytes)
 
 
 class Services:
@@ -120,7 +118,7 @@ class Services:
             catalog=CatalogSource(settings.acp_registry_url, allow_http=settings.registry_allow_http),
         )
         self.store = open_store(settings)
-        if isinstance(self.store, SqliteEventStore):
+        if isinstance(self.store, BatchWriter):
             self.store.commit_observer = self.metrics.events_written
         # What the bridge answers when an agent asks (permissions, files, terminals...).
         self.client_services = ClientServices()
@@ -138,10 +136,10 @@ class Services:
         )
         self.fleet: Fleet | None = None
         if settings.database_url:
-            from app.events.postgres import PostgresEventStore
+            from app.events.postgres import PostgresBackend
             from app.sessions.fleet import Fleet
 
-            assert isinstance(self.store, PostgresEventStore)
+            assert isinstance(self.store, BatchWriter) and isinstance(self.store.backend, PostgresBackend)
             # Bridges on one database: every one lists and serves every session (app/sessions/fleet.py).
             self.fleet = self.manager.fleet = Fleet(settings, self.store, self.manager)
         # Whether the server has begun to stop (set by the command line to its uvicorn server's

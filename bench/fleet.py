@@ -21,7 +21,7 @@ BRIDGES bridges on one database, each at its session cap (CAP live sessions, one
 bridge. It reports the events per second over all readers, the cross-bridge latency (from the
 event's time, set by its runner, to its arrival at a reader of another bridge: p50, p99), the
 database connections of each bridge (``pg_stat_activity`` by ``application_name``, sampled during the
-load; at most ``PostgresEventStore.READERS`` + 2 each), and what was lost (0: every reader got every
+load; at most ``PostgresBackend.READERS`` + 2 each), and what was lost (0: every reader got every
 sequence once, in order).
 """
 
@@ -204,7 +204,7 @@ async def _stream(url: str, stream: Stream, ready: asyncio.Event, waiting: list[
 
 def _checked(stream: Stream, count: int) -> tuple[int, int, list[float]]:
     """(frames, lost or out of order, latencies in ms) of a reader's stream."""
-    from app.events.sqlite import _event_ns
+    from app.events.envelope import stored_time_ns
 
     frames, bad, latencies = 0, 0, []
     expected = stream.after + 1
@@ -221,7 +221,7 @@ def _checked(stream: Stream, count: int) -> tuple[int, int, list[float]]:
             deltas += b'"type":"item.delta"' in frame
             stamp = _FRAME_TIME.search(frame)
             if stamp is not None:
-                event_ns = _event_ns('{"time":"' + stamp.group(1).decode() + '"}')
+                event_ns = stored_time_ns('{"time":"' + stamp.group(1).decode() + '"}')
                 latencies.append((arrival - event_ns) / 1e6)
     return frames, bad + max(count - deltas, 0) + (not stream.done), latencies
 
@@ -294,9 +294,9 @@ async def _load(urls: list[str], database: str, cap: int, count: int, size: int)
         f"{frames / seconds:,.0f} events/s; cross-bridge latency p50 {percentile(latencies, 50):.0f} ms, "
         f"p99 {percentile(latencies, 99):.0f} ms; lost or out of order {lost}"
     )
-    from app.events.postgres import PostgresEventStore
+    from app.events.postgres import PostgresBackend
 
-    bound = PostgresEventStore.READERS + 2
+    bound = PostgresBackend.READERS + 2
     print(
         "database connections per bridge (peak): "
         + ", ".join(f"{name.split()[-1]} {peak.get(name, 0)}" for name in names)

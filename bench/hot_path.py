@@ -20,8 +20,9 @@ from pathlib import Path
 from app.acp.connection import ObservedTransport
 from app.api.events import frames
 from app.events.log import SessionEventLog
-from app.events.sqlite import SqliteEventStore
+from app.events.sqlite import SqliteBackend
 from app.events.store import EventStore, MemoryEventStore
+from app.events.writer import BatchWriter
 from app.translate.session_translator import SessionTranslator
 
 
@@ -94,7 +95,7 @@ def main() -> None:
     args = parser.parse_args()
     data = burst_lines(args.count)
     with tempfile.TemporaryDirectory() as tmp:
-        store: EventStore = MemoryEventStore() if args.memory else SqliteEventStore(Path(tmp))
+        store: EventStore = MemoryEventStore() if args.memory else BatchWriter(SqliteBackend(Path(tmp)))
         store.open()
         best = float("inf")
         for run in range(args.repeat):

@@ -165,3 +165,15 @@ def unpack(session_id: str, sequence: int, event_type: str, stored: str, raw: st
 def stored_time(stored: str) -> str | None:
     """The ``time`` of a stored event without making its envelope (None for a whole envelope)."""
     return None if stored.startswith("{") else stored[: stored.find(" ")]
+
+
+def stored_time_ns(stored: str) -> int:
+    """When a stored event was recorded (its envelope's ``time``), in ns since the epoch; 0 when
+    it cannot be told."""
+    try:
+        stamp = stored_time(stored) or json.loads(stored)["time"]  # 2026-01-30T10:15:42.123456789Z
+        seconds = datetime.fromisoformat(stamp[:19]).replace(tzinfo=UTC).timestamp()
+        fraction = stamp[20:-1] if stamp[19:20] == "." else ""
+        return int(seconds) * 1_000_000_000 + int(fraction.ljust(9, "0")[:9] or 0)
+    except (ValueError, KeyError, TypeError):
+        return 0

@@ -1,14 +1,15 @@
-"""The shared event store: PostgreSQL (psycopg 3 with psycopg_pool), one database for a fleet of bridges.
+"""The event store's PostgreSQL backend (psycopg 3 with psycopg_pool): one database for a fleet of bridges.
 
-It keeps the SQLite store's guarantees by running its writer (``SqliteEventStore``'s thread, queue,
-group commit, backlog bound, retries, notices to the logs): ``append`` queues, the writer commits
-what has queued up in one statement, and only then are the logs told (durable before visible). What
-differs is the database underneath:
+``BatchWriter(PostgresBackend(url))`` keeps the guarantees of a single bridge's store with the same
+writer (``writer.py``: thread, queue, group commit, backlog bound, retries, notices to the logs):
+``append`` queues, the writer commits what has queued up in one transaction, and only then are the
+logs told (durable before visible). What differs is the database underneath:
 
 - rows mirror the SQLite ones, ``events(session_id, sequence, type, json, raw)`` with the primary key
   ``(session_id, sequence)``: no sequence of a session can be written twice, by any bridge;
-- the schema is created and migrated at start, versioned in ``schema_version`` (under an advisory
-  lock, so bridges starting together migrate once);
+- the schema (events, sessions, leases, the fleet's bridges, the webhook outbox's tables) is created
+  and migrated at start, versioned in ``schema_version`` (``MIGRATIONS``, under an advisory lock, so
+  bridges starting together migrate once); a database of a newer bridge is refused;
 - a batch of events is one ``COPY`` (several times faster than an ``INSERT`` of arrays); once it is
   committed the writer notifies ``acp_bridge_events`` (``<session id> <last sequence>``), and a
   change of a session's record notifies ``acp_bridge_sessions`` (a trigger): bridges that serve
@@ -19,8 +20,9 @@ differs is the database underneath:
   logs show new events from memory meanwhile, within the backlog bound.
 
 Reads take a connection of a small pool on a reader thread, so the event loop never waits on the
-network. ``leases`` holds which bridge runs which live session and ``bridges`` the fleet's live bridges
-(``app.sessions.fleet``); ``webhook_*`` a fleet's webhook outbox (``app.webhooks.postgres_outbox``).
+network; the fleet (``app.sessions.fleet``) and the webhook outbox (``app.webhooks.postgres_outbox``)
+run their statements the same way (``call``, ``run``). ``leases`` holds which bridge runs which live
+session and ``bridges`` the fleet's live bridges; ``webhook_*`` a fleet's webhook outbox.
 """
 
 from __future__ import annotations
@@ -30,17 +32,16 @@ import contextlib
 import json
 import logging
 import re
-import threading
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any, TypeAlias
 
 from app.errors import StorageUnavailable
 
-from .envelope import pack, unpack
-from .sqlite import _BARRIER, _DELETE, SqliteEventStore, StoreError, _event_ns, _record_id
-from .store import LogStats, session_id_problem
+from .envelope import pack, stored_time_ns, unpack
+from .store import LogStats, StoreError, session_id_problem
 from .stored import StoredEvent
+from .writer import BatchWriter, Stored
 
 log = logging.getLogger("acp_rest_bridge.events")
 
@@ -142,7 +143,7 @@ def is_storage_failure(exc: BaseException) -> bool:
     )
 
 
-class _Connection:
+class WriterConnection:
     """The writer's connection: made again when the last one was lost; psycopg's failures of the
     database become ``DatabaseUnavailable`` (what the writer keeps its batch for and retries)."""
 
@@ -151,12 +152,6 @@ class _Connection:
         self.options = options
         self._conn: Any = None
         self.failed = False  # a storage failure since the last commit of events
-
-    def idle(self) -> bool:
-        """Not inside a transaction."""
-        from psycopg.pq import TransactionStatus
-
-        return bool(self.connect().info.transaction_status == TransactionStatus.IDLE)
 
     def connect(self) -> Any:
         conn = self._conn
@@ -171,6 +166,7 @@ class _Connection:
         return conn
 
     def copy(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """``COPY ... FROM STDIN`` of these rows."""
         conn = self.connect()
         try:
             with conn.cursor() as cursor, cursor.copy(sql) as copy:
@@ -212,7 +208,10 @@ def migrate(conn: Any) -> int:
         row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
         found = int(row[0] or 0)
         if found > SCHEMA_VERSION:
-            raise StoreError(f"the database's schema is version {found}, newer than this bridge's ({SCHEMA_VERSION})")
+            raise StoreError(
+                f"the database's schema is version {found}, newer than this acp-rest-bridge's ({SCHEMA_VERSION}):"
+                " it was written by a newer release; run that one (or a newer one) on it"
+            )
         for version in range(found + 1, SCHEMA_VERSION + 1):
             with conn.transaction():
                 conn.execute(MIGRATIONS[version - 1])
@@ -239,8 +238,9 @@ _COPY = "COPY events (session_id, sequence, type, json, raw) FROM STDIN"
 _NOTIFY = f"SELECT pg_notify('{EVENTS_CHANNEL}', note) FROM unnest(%s::text[]) AS note"
 
 
-class PostgresEventStore(SqliteEventStore):
-    """See the module doc. ``SqliteEventStore`` gives the writer; this class the database."""
+class PostgresBackend:
+    """A PostgreSQL database under the batch writer (a ``writer.StoreBackend``), and the database of
+    the fleet and its webhook outbox."""
 
     # Connections of a bridge: this pool (reads, the fleet's and the webhook outbox's statements),
     # the writer's one and the fleet's listening one: READERS + 2 at most.
@@ -248,32 +248,39 @@ class PostgresEventStore(SqliteEventStore):
     # A session row without a record older than this is a create that never completed.
     STALE_CREATE = "10 minutes"
 
-    def __init__(self, url: str, *, backlog_bytes: int | None = None, name: str | None = None) -> None:
-        super().__init__(Path("."), backlog_bytes=backlog_bytes)
+    def __init__(self, url: str, *, name: str | None = None) -> None:
         self.url = url
         # Its connections' application_name (pg_stat_activity): which bridge holds them.
         self.options: dict[str, Any] = {"application_name": name[:63]} if name else {}
-        self.where = redacted(url)
-        self._ids: dict[int, str] = {}  # session key (local) -> id: a queued delete names the id
+        self.where = f"the database {redacted(url)}"
+        self._conn = WriterConnection(url, **self.options)
         self._pool: Any = None
-        self._writer_conn: _Connection | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    @property
+    def connection(self) -> WriterConnection:
+        """The writer's connection (used by the writer thread only)."""
+        return self._conn
+
+    @property
+    def executor(self) -> Executor:
+        assert self._executor is not None, "store not open"
+        return self._executor
 
     # ---- lifecycle -----------------------------------------------------------------------------
-    def open(self) -> None:
-        if self._writer is not None:
-            return
+    def open(self) -> Stored:
         psycopg = _psycopg()
         from psycopg_pool import ConnectionPool
 
-        conn = _Connection(self.url, **self.options)
+        conn = self._conn
         try:
-            raw = conn.connect()
-            migrate(raw)
-            self._load(conn)
-        except (psycopg.Error, OSError) as exc:
+            migrate(conn.connect())
+            stored = self._load(conn)
+        except (psycopg.Error, OSError, StoreError) as exc:
             conn.close()
-            raise StoreError(f"cannot use the database {self.where}: {exc}") from exc
-        self._writer_conn = conn
+            if isinstance(exc, StoreError):
+                raise
+            raise StoreError(f"cannot use {self.where}: {exc}") from exc
         self._pool = ConnectionPool(
             self.url,
             min_size=1,
@@ -286,11 +293,10 @@ class PostgresEventStore(SqliteEventStore):
             open=True,
             name="event-readers",
         )
-        self._writer = threading.Thread(target=self._supervise, args=(conn,), name="event-writer", daemon=True)
-        self._writer.start()
-        self._reader_pool = ThreadPoolExecutor(max_workers=self.READERS, thread_name_prefix="event-reader")
+        self._executor = ThreadPoolExecutor(max_workers=self.READERS, thread_name_prefix="event-reader")
+        return stored
 
-    def _load(self, conn: Any) -> None:
+    def _load(self, conn: WriterConnection) -> Stored:
         # A session whose create did not complete (long ago: another bridge may be creating one now).
         conn.execute("BEGIN")
         conn.execute(
@@ -299,8 +305,9 @@ class PostgresEventStore(SqliteEventStore):
         )
         conn.execute(f"DELETE FROM sessions WHERE record IS NULL AND created < now() - interval '{self.STALE_CREATE}'")
         conn.execute("COMMIT")
+        stored = Stored()
         for session_id, record in conn.execute("SELECT id, record FROM sessions ORDER BY created, id").fetchall():
-            self._remember(session_id, self._read_stats(conn, session_id))
+            stored.sessions[session_id] = _read_stats(conn, session_id)
             if record is None:
                 continue
             try:
@@ -309,78 +316,47 @@ class PostgresEventStore(SqliteEventStore):
                 log.error("session %s: unreadable record in %s, skipped", session_id, self.where)
                 continue
             if isinstance(value, dict):
-                self._records.append(value)
-
-    def _remember(self, session_id: str, stats: LogStats) -> None:
-        key = self._keys.get(session_id)
-        if key is None:
-            key = self._keys[session_id] = self._next_key
-            self._ids[key] = session_id
-            self._next_key += 1
-        self._flushed[session_id] = max(self._flushed.get(session_id, 0), stats.last_sequence)
-        self._stats[session_id] = stats
-
-    @staticmethod
-    def _read_stats(conn: Any, session_id: str) -> LogStats:
-        row = conn.execute(
-            "SELECT sequence, json FROM events WHERE session_id = %s ORDER BY sequence DESC LIMIT 1", (session_id,)
-        ).fetchone()
-        if row is None:
-            return LogStats()
-        last, last_json = row
-        (first,) = conn.execute("SELECT min(sequence) FROM events WHERE session_id = %s", (session_id,)).fetchone()
-        return LogStats(last - first + 1, last, _event_ns(last_json))
+                stored.records.append(value)
+        return stored
 
     def close(self) -> None:
-        if self._closed:
-            return
-        super().close()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
         if self._pool is not None:
             self._pool.close()
-        if self._writer_conn is not None:
-            self._writer_conn.close()
+        self._conn.close()
 
-    def _close_reader(self) -> None:
-        pass
+    # ---- the writer thread -----------------------------------------------------------------------
+    def write(self, events: list[StoredEvent]) -> dict[str, int]:
+        with self.transaction():  # the batch is one COPY, its own transaction
+            return self.insert(events)
 
-    def _release_lock(self) -> None:
-        pass
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        conn = self._conn
+        conn.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK")  # (never raises)
+            raise
+        conn.execute("COMMIT")
 
-    # ---- writing (the writer thread) ---------------------------------------------------------------
-    def _key(self, session_id: str) -> int:
-        key = self._keys.get(session_id)
-        if key is None:
-            key = super()._key(session_id)
-            self._ids[key] = session_id
-        return key
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[None]:
+        conn = self._conn
+        conn.execute("SAVEPOINT entry")
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.execute("ROLLBACK TO entry")
+                conn.execute("RELEASE entry")
+            raise
+        conn.execute("RELEASE entry")
 
-    def _session_entry(self, conn: Any, entry: tuple[Any, ...]) -> None:  # type: ignore[override]
-        if entry[0] == _DELETE:
-            session_id = self._ids.pop(entry[1], None)
-            if session_id is not None:
-                conn.execute("DELETE FROM events WHERE session_id = %s", (session_id,))
-                conn.execute("DELETE FROM leases WHERE session_id = %s", (session_id,))
-                conn.execute("DELETE FROM sessions WHERE id = %s", (session_id,))
-            return
-        _, _key, session_id, record = entry
-        if record is None:
-            conn.execute("INSERT INTO sessions (id) VALUES (%s) ON CONFLICT DO NOTHING", (session_id,))
-        else:
-            conn.execute(
-                "INSERT INTO sessions (id, record) VALUES (%s, %s)"
-                " ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record",
-                (session_id, record),
-            )
-
-    def _insert(  # type: ignore[override]
-        self, conn: Any, keys: dict[str, int], events: list[StoredEvent], marks: dict[str, int]
-    ) -> None:
-        if not events:
-            return
-        if any(e.session_id not in keys for e in events):  # of a session deleted since (retention)
-            events = [e for e in events if e.session_id in keys]
-            if not events:
-                return
+    def insert(self, events: list[StoredEvent]) -> dict[str, int]:
+        conn = self._conn
         last: dict[str, int] = {}
         for e in events:
             last[e.session_id] = e.sequence
@@ -395,88 +371,39 @@ class PostgresEventStore(SqliteEventStore):
                 ).fetchall()
             )
             events = [e for e in events if e.sequence > (stored.get(e.session_id) or 0)]
-        own = conn.idle()  # the common case: the batch is one COPY, its own transaction
-        if own:
-            conn.execute("BEGIN")
-        try:
-            if events:
-                conn.copy(_COPY, [stored_row(e) for e in events])
-            # Delivered on commit: another bridge's readers read the events then. Payloads are
-            # bounded (8,000 bytes): a session id no store keeps is never in one (its readers poll).
-            notes = [f"{sid} {seq}" for sid, seq in last.items() if session_id_problem(sid) is None]
-            conn.execute(_NOTIFY, (notes,))
-            if own:
-                conn.execute("COMMIT")
-        except BaseException:
-            if own:
-                conn.execute("ROLLBACK")
-            raise
+        if events:
+            conn.copy(_COPY, [stored_row(e) for e in events])
+        # Delivered on commit: another bridge's readers read the events then. Payloads are
+        # bounded (8,000 bytes): a session id no store keeps is never in one (its readers poll).
+        notes = [f"{sid} {seq}" for sid, seq in last.items() if session_id_problem(sid) is None]
+        conn.execute(_NOTIFY, (notes,))
         conn.failed = False
-        marks.update(last)
+        return last
 
-    def _checkpoint(self, conn: Any) -> int:
-        return 0  # the server's own business
-
-    def _set_unavailable(self, cause: str | None) -> None:
-        if cause == self._unavailable:
-            return
-        if cause is None:
-            log.warning("events are written to the database %s again", self.where)
-        elif self._unavailable is None:
-            log.error(
-                "cannot write events to the database %s: %s; keeping them in memory and retrying", self.where, cause
+    def save_session(self, session_id: str, record: str | None) -> None:
+        if record is None:
+            self._conn.execute("INSERT INTO sessions (id) VALUES (%s) ON CONFLICT DO NOTHING", (session_id,))
+        else:
+            self._conn.execute(
+                "INSERT INTO sessions (id, record) VALUES (%s, %s)"
+                " ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record",
+                (session_id, record),
             )
-        self._unavailable = cause
-        self._notify()
 
-    def _give_up(self, batch: list[Any], cause: str) -> bool:
-        lost = sum(1 for entry in batch if type(entry) is StoredEvent) + sum(
-            1 for entry in self._drain() if type(entry) is StoredEvent
-        )
-        log.error("cannot write events to the database %s: %s; %d events not saved", self.where, cause, lost)
-        for entry in batch:
-            if type(entry) is tuple and entry[0] == _BARRIER:
-                entry[1].set()
-        return True
+    def delete_session(self, session_id: str) -> None:
+        conn = self._conn
+        conn.execute("DELETE FROM events WHERE session_id = %s", (session_id,))
+        conn.execute("DELETE FROM leases WHERE session_id = %s", (session_id,))
+        conn.execute("DELETE FROM sessions WHERE id = %s", (session_id,))
 
-    def _drain(self) -> list[Any]:
-        out: list[Any] = []
-        with contextlib.suppress(Exception):
-            while True:
-                entry = self._queue.get_nowait()
-                out.append(entry)
-                if type(entry) is tuple and entry[0] == _BARRIER:
-                    entry[1].set()
-        return out
+    def checkpoint(self) -> None:
+        pass  # the server's own business
+
+    def storage_cause(self, exc: BaseException) -> str | None:
+        return None  # the connection's failures are DatabaseUnavailable (an OSError) already
 
     # ---- reading -----------------------------------------------------------------------------
-    def _query(self, sql: str, params: Any) -> list[Any]:
-        psycopg = _psycopg()
-        from psycopg_pool import PoolTimeout
-
-        try:
-            with self._pool.connection() as conn:
-                rows: list[Any] = conn.execute(sql, params).fetchall()
-                return rows
-        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
-            raise StorageUnavailable(f"database {self.where}: {exc}") from exc
-
-    def read(self, session_id: str, after: int, limit: int | None, before: int | None = None) -> list[StoredEvent]:
-        rows = self._query(
-            "SELECT sequence, type, json, raw FROM events WHERE session_id = %s AND sequence > %s AND sequence < %s"
-            " ORDER BY sequence LIMIT %s",
-            (session_id, after, before if before is not None else 2**62, limit),
-        )
-        return [loaded_event(session_id, seq, event_type, body, raw) for seq, event_type, body, raw in rows]
-
-    async def read_async(
-        self, session_id: str, after: int, limit: int | None, before: int | None = None
-    ) -> list[StoredEvent]:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._reader_pool, self.read, session_id, after, limit, before)
-
-    # ---- what other bridges wrote (``app.sessions.fleet``) -------------------------------------
-    def call(self, function: Any, *args: Any) -> Any:
+    def call(self, function: Callable[..., Any], *args: Any) -> Any:
         """``function(connection, *args)`` with a pooled connection, on this thread (which may block)."""
         psycopg = _psycopg()
         from psycopg_pool import PoolTimeout
@@ -485,12 +412,27 @@ class PostgresEventStore(SqliteEventStore):
             with self._pool.connection() as conn:
                 return function(conn, *args)
         except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
-            raise StorageUnavailable(f"database {self.where}: {exc}") from exc
+            raise StorageUnavailable(f"{self.where}: {exc}") from exc
 
-    async def run(self, function: Any, *args: Any) -> Any:
+    async def run(self, function: Callable[..., Any], *args: Any) -> Any:
         """``function(connection, *args)`` with a pooled connection, off the event loop."""
-        return await asyncio.get_running_loop().run_in_executor(self._reader_pool, self.call, function, *args)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, self.call, function, *args)
 
+    def read(self, session_id: str, after: int, limit: int | None, before: int | None) -> list[StoredEvent]:
+        rows: list[Any] = self.call(
+            lambda conn: conn.execute(
+                "SELECT sequence, type, json, raw FROM events WHERE session_id = %s AND sequence > %s"
+                " AND sequence < %s ORDER BY sequence LIMIT %s",
+                (session_id, after, before if before is not None else 2**62, limit),
+            ).fetchall()
+        )
+        return [loaded_event(session_id, seq, event_type, body, raw) for seq, event_type, body, raw in rows]
+
+    def read_stats(self, session_id: str) -> LogStats:
+        stats: LogStats = self.call(_read_stats, session_id)
+        return stats
+
+    # ---- what other bridges wrote (``app.sessions.fleet``) -------------------------------------
     async def session_record(self, session_id: str) -> dict[str, Any] | None:
         def fetch(conn: Any) -> Any:
             return conn.execute("SELECT record FROM sessions WHERE id = %s", (session_id,)).fetchone()
@@ -501,33 +443,18 @@ class PostgresEventStore(SqliteEventStore):
         value = json.loads(row[0])
         return value if isinstance(value, dict) else None
 
-    async def all_records(self) -> list[dict[str, Any]]:
-        rows = await self.run(
-            lambda conn: conn.execute(
-                "SELECT record FROM sessions WHERE record IS NOT NULL ORDER BY created, id"
-            ).fetchall()
-        )
-        out = []
-        for (text,) in rows:
-            with contextlib.suppress(ValueError):
-                value = json.loads(text)
-                if isinstance(value, dict):
-                    out.append(value)
-        return out
 
-    async def refresh_stats(self, session_id: str) -> LogStats:
-        """The session's stored events as they are now (another bridge may have written them); this
-        store continues from there."""
-        stats: LogStats = await self.run(self._read_stats, session_id)
-        self._remember(session_id, stats)
-        return stats
+def _read_stats(conn: Any, session_id: str) -> LogStats:
+    """Count, last sequence and time of the session's stored events (two primary-key lookups)."""
+    row = conn.execute(
+        "SELECT sequence, json FROM events WHERE session_id = %s ORDER BY sequence DESC LIMIT 1", (session_id,)
+    ).fetchone()
+    if row is None:
+        return LogStats()
+    last, last_json = row
+    (first,) = conn.execute("SELECT min(sequence) FROM events WHERE session_id = %s", (session_id,)).fetchone()
+    return LogStats(last - first + 1, last, stored_time_ns(last_json))
 
-    def forget_session(self, session_id: str) -> None:
-        """Drop what this store knew of a session another bridge deleted (nothing is written)."""
-        key = self._keys.pop(session_id, None)
-        if key is not None:
-            self._ids.pop(key, None)
-        self._stats.pop(session_id, None)
-        self._flushed.pop(session_id, None)
-        self._listeners.pop(session_id, None)
-        self._records = [r for r in self._records if _record_id(r) != session_id]
+
+# The event store of a fleet's bridge (annotations): ``store.backend`` is its database.
+PostgresEventStore: TypeAlias = BatchWriter[PostgresBackend]

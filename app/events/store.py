@@ -36,6 +36,11 @@ def session_id_problem(session_id: str) -> str | None:
     return None
 
 
+class StoreError(RuntimeError):
+    """The storage cannot be used (a data dir locked by another server or not writable, a file that
+    is not a database, a database that cannot be reached, a schema newer than this bridge's)."""
+
+
 @dataclass(slots=True, frozen=True)
 class LogStats:
     """What a log needs to continue an existing session: counters of the stored events."""

@@ -42,7 +42,7 @@ import time
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from app.errors import StorageUnavailable, StreamError
-from app.events.sqlite import StoreError
+from app.events.store import StoreError
 
 if TYPE_CHECKING:
     from app.events.log import SessionEventLog
@@ -152,6 +152,7 @@ class Fleet:
     def __init__(self, settings: Settings, store: PostgresEventStore, manager: Sessions) -> None:
         self.settings = settings
         self.store = store
+        self.database = store.backend
         self.manager = manager
         self.url = advertised(settings)
         self.lease_seconds = max(settings.lease_seconds, 1.0)
@@ -177,7 +178,7 @@ class Fleet:
         seen = None
         while True:
             try:
-                waiting = self.store.call(self._register, digest, seen)
+                waiting = self.database.call(self._register, digest, seen)
             except StorageUnavailable as exc:
                 raise StoreError(f"cannot join the fleet: {exc}") from exc
             if waiting is None:
@@ -248,7 +249,7 @@ class Fleet:
             conn.execute("UPDATE leases SET expires = now() + %s::interval WHERE owner = %s", (interval, self.url))
             return conn.execute("SELECT session_id, owner FROM leases WHERE owner <> %s", (self.url,)).fetchall()
 
-        rows = await self.store.run(read)
+        rows = await self.database.run(read)
         return {session_id: owner for session_id, owner in rows}
 
     def start(self) -> None:
@@ -284,7 +285,7 @@ class Fleet:
             )
 
         try:
-            await self.store.run(release)
+            await self.database.run(release)
         except Exception as exc:
             log.warning("cannot release the leases of this bridge: %s", exc)
 
@@ -301,12 +302,12 @@ class Fleet:
                 (session_id, self.url, interval),
             ).fetchone()
 
-        return bool(await self.store.run(take))
+        return bool(await self.database.run(take))
 
     async def lease(self, session_id: str) -> Lease:
         """Who holds the session's lease, whether it is still valid, and whether that address is a
         bridge's (and a live one)."""
-        row = await self.store.run(
+        row = await self.database.run(
             lambda conn: conn.execute(
                 "SELECT l.owner, l.expires > now(), b.url IS NOT NULL, coalesce(b.expires > now(), false)"
                 " FROM leases l LEFT JOIN bridges b ON b.url = l.owner WHERE l.session_id = %s",
@@ -346,7 +347,7 @@ class Fleet:
                 ).fetchall()
 
             try:
-                beat, rows = await self.store.run(renew)
+                beat, rows = await self.database.run(renew)
                 if beat is None:
                     self._reregister()
             except Exception as exc:
@@ -396,14 +397,14 @@ class Fleet:
         on; a followed one learns of the runner's newest events and record. Local ones as they are."""
         if session is not None and session.remote_info is None:
             return session
-        row = await self.store.run(lambda conn: conn.execute(_SESSIONS + " AND s.id = %s", (session_id,)).fetchone())
+        row = await self.database.run(lambda conn: conn.execute(_SESSIONS + " AND s.id = %s", (session_id,)).fetchone())
         if row is None:
             return session
         return self._update(row, session)
 
     async def sync(self) -> None:
         """Every session of the database listed here (a listing on any bridge shows all of them)."""
-        rows = await self.store.run(lambda conn: conn.execute(_SESSIONS).fetchall())
+        rows = await self.database.run(lambda conn: conn.execute(_SESSIONS).fetchall())
         for row in rows:
             self._update(row, self.manager.find(row[0]))
         present = {row[0] for row in rows}
@@ -457,7 +458,7 @@ class Fleet:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(
-                    self.store.url, autocommit=True, connect_timeout=5, **self.store.options
+                    self.database.url, autocommit=True, connect_timeout=5, **self.database.options
                 ) as conn:
                     await conn.execute(f"LISTEN {EVENTS_CHANNEL}")
                     await conn.execute(f"LISTEN {SESSIONS_CHANNEL}")
@@ -499,7 +500,7 @@ class Fleet:
         followed = [s.id for s in self.manager.list() if s.remote_info is not None and not s.ended]
         if not followed:
             return
-        rows = await self.store.run(
+        rows = await self.database.run(
             lambda conn: conn.execute(
                 "SELECT s.id, " + _LAST + " FROM unnest(%s::text[]) AS s(id)", (followed,)
             ).fetchall()
@@ -549,7 +550,7 @@ class Fleet:
             if not await self.claim(session_id):
                 lease = await self.lease(session_id)
                 return None if lease.owner is None else self._target(session_id, lease)
-            record = await self.store.session_record(session_id)
+            record = await self.database.session_record(session_id)
             if record is None:
                 return None
             stats = await self.store.refresh_stats(session_id)

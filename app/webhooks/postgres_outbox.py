@@ -1,5 +1,9 @@
 """The webhook outbox of a fleet, in its PostgreSQL database (``webhook_*`` tables, beside the events).
 
+Its tables are part of the database's one versioned schema (``MIGRATIONS`` in ``app/events/postgres.py``,
+from version 2), created and migrated when the event store opens; its statements run on the store's
+connections (``store.backend.call``).
+
 Every delivery row names its owner: the advertised address of the bridge that delivers it (the one
 whose session committed the event). A bridge restarted on the same address takes its rows back
 (``pending``); while it is gone, any live bridge takes them over (``rescue``) once its registration
@@ -58,7 +62,7 @@ class PostgresOutbox:
         self.rescue_interval = rescue_interval
 
     def _call(self, function: Callable[..., Any], *args: Any) -> Any:
-        return self.store.call(function, *args)
+        return self.store.backend.call(function, *args)
 
     def open(self) -> bool:
         row = self._call(

@@ -1,4 +1,5 @@
-"""The webhook outbox in SQLite: ``webhooks.sqlite3`` beside the event store in the data dir."""
+"""The webhook outbox in SQLite: ``webhooks.sqlite3`` beside the event store in the data dir, its
+schema versioned in ``PRAGMA user_version`` (``MIGRATIONS``)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,15 @@ import sqlite3
 import time
 from pathlib import Path
 
+from app.events.schema import Migration, migrate
+
 from .outbox import Delivery
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS deliveries (
+# Each entry moves the schema one version on; never edit one that has shipped, add the next.
+MIGRATIONS: tuple[Migration, ...] = (
+    # 1: the first schema (an outbox written before versions were kept has it).
+    (
+        """CREATE TABLE deliveries (
     endpoint TEXT NOT NULL,
     session_id TEXT NOT NULL,
     sequence INTEGER NOT NULL,
@@ -20,12 +26,20 @@ CREATE TABLE IF NOT EXISTS deliveries (
     failed TEXT,
     failed_at REAL,
     PRIMARY KEY (endpoint, session_id, sequence)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS marks (
+) WITHOUT ROWID""",
+        """CREATE TABLE marks (
     session_id TEXT PRIMARY KEY,
     sequence INTEGER NOT NULL
-) WITHOUT ROWID;
-"""
+) WITHOUT ROWID""",
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def unversioned_version(conn: sqlite3.Connection) -> int:
+    """The version of an outbox without one: 0 (new), else 1 (the only schema written before)."""
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'deliveries'").fetchone()
+    return 0 if row is None else 1
 
 
 class SqliteOutbox:
@@ -42,16 +56,19 @@ class SqliteOutbox:
         return self._conn
 
     def open(self) -> bool:
-        created = not self.path.exists()
         # Used from the dispatcher's one thread, which is not the one that opens it.
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self.path.chmod(0o600)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")  # a crash of the bridge loses no commit
-        conn.execute("PRAGMA busy_timeout=10000")
-        conn.executescript(SCHEMA)
+        try:
+            self.path.chmod(0o600)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # a crash of the bridge loses no commit
+            conn.execute("PRAGMA busy_timeout=10000")
+            found = migrate(conn, MIGRATIONS, unversioned_version, str(self.path))
+        except BaseException:
+            conn.close()
+            raise
         self._conn = conn
-        return created
+        return found == 0
 
     def pending(self) -> list[Delivery]:
         rows = self.conn.execute(

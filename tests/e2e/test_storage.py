@@ -291,9 +291,10 @@ def test_what_readers_saw_survives_kill_9_in_a_burst(tmp_path: Path) -> None:
     # New events continue the sequence (the store, reopened directly).
     from app.events.log import SessionEventLog
     from app.events.model import ERROR, EventDraft
-    from app.events.sqlite import SqliteEventStore
+    from app.events.sqlite import SqliteBackend
+    from app.events.writer import BatchWriter
 
-    store = SqliteEventStore(data_dir)
+    store = BatchWriter(SqliteBackend(data_dir))
     store.open()
     try:
         log = SessionEventLog("burst", store)

@@ -16,9 +16,10 @@ import pytest
 
 from app.events.log import SessionEventLog, StoredEvent
 from app.events.model import ITEM_DELTA, EventDraft
-from app.events.postgres import PostgresEventStore
-from app.events.sqlite import SqliteEventStore, StoreError
-from app.events.store import EventStore, MemoryEventStore
+from app.events.postgres import DatabaseUnavailable, PostgresBackend
+from app.events.sqlite import SqliteBackend
+from app.events.store import EventStore, MemoryEventStore, StoreError
+from app.events.writer import BatchWriter
 from tests.support import wait_until_async
 
 
@@ -32,14 +33,17 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
     return tmp_path
 
 
-def new_store(where: Path | str, **options: Any) -> SqliteEventStore:
+Store = BatchWriter[Any]  # over either backend
+
+
+def new_store(where: Path | str, **options: Any) -> Store:
     if isinstance(where, str):
-        return PostgresEventStore(where, **options)
-    return SqliteEventStore(where, **options)
+        return BatchWriter(PostgresBackend(where), **options)
+    return BatchWriter(SqliteBackend(where), **options)
 
 
 @pytest.fixture
-def store(where: Path | str) -> Iterator[SqliteEventStore]:
+def store(where: Path | str) -> Iterator[Store]:
     s = new_store(where)
     s.open()
     yield s
@@ -59,7 +63,7 @@ def seqs(events: list[StoredEvent]) -> list[int]:
     return [e.sequence for e in events]
 
 
-def reopen(path: Path | str) -> SqliteEventStore:
+def reopen(path: Path | str) -> Store:
     s = new_store(path)
     s.open()
     return s
@@ -78,7 +82,7 @@ def test_events_are_stored_once_with_their_sequence_and_survive_a_reopen(where: 
     store.close()  # no explicit sync: close commits what is queued
 
     if isinstance(where, Path):
-        db = sqlite3.connect(where / SqliteEventStore.FILENAME)
+        db = sqlite3.connect(where / SqliteBackend.FILENAME)
         assert db.execute("SELECT count(*), count(DISTINCT sequence) FROM events").fetchone() == (51, 51)
         db.close()
     else:
@@ -101,7 +105,7 @@ def test_events_are_stored_once_with_their_sequence_and_survive_a_reopen(where: 
         again.close()
 
 
-def test_reads_never_see_events_the_writer_has_not_committed_yet(store: SqliteEventStore) -> None:
+def test_reads_never_see_events_the_writer_has_not_committed_yet(store: Store) -> None:
     store.COALESCE = 5.0  # hold the writer back (close() ends the wait)
     log = SessionEventLog("s1", store)
     fill(log, 100)
@@ -117,15 +121,16 @@ def test_reads_never_see_events_the_writer_has_not_committed_yet(store: SqliteEv
     assert log.count == 100
 
 
-def test_a_large_event_is_committed_after_the_events_before_it(store: SqliteEventStore) -> None:
+def test_a_large_event_is_committed_after_the_events_before_it(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     batches: list[list[int]] = []
-    original = store._commit
+    original = store.backend.insert
 
-    def recording(conn: sqlite3.Connection, batch: list[Any]) -> bool:
-        batches.append([e.sequence for e in batch if type(e) is StoredEvent])
-        return original(conn, batch)
+    def recording(events: list[StoredEvent]) -> dict[str, int]:
+        batches.append([e.sequence for e in events])
+        marks: dict[str, int] = original(events)
+        return marks
 
-    store._commit = recording  # type: ignore[method-assign]
+    monkeypatch.setattr(store.backend, "insert", recording)
     store.COALESCE = 0.5  # the writer waits: everything below is queued when it takes its batch
     log = SessionEventLog("s1", store)
     fill(log, 10)
@@ -156,7 +161,7 @@ def test_closing_a_store_whose_writer_waits_is_quick(where: Path | str) -> None:
         again.close()
 
 
-def test_the_tail_stays_bounded_and_older_events_come_from_the_store(store: SqliteEventStore) -> None:
+def test_the_tail_stays_bounded_and_older_events_come_from_the_store(store: Store) -> None:
     log = SessionEventLog("s1", store, tail_size=100)
     for chunk in range(20):
         fill(log, 500, chunk * 500)
@@ -169,7 +174,7 @@ def test_the_tail_stays_bounded_and_older_events_come_from_the_store(store: Sqli
     assert seqs(log.read_after(10_050, None)) == list(range(10_051, 10_101))
 
 
-def test_the_tail_never_drops_an_uncommitted_event(store: SqliteEventStore) -> None:
+def test_the_tail_never_drops_an_uncommitted_event(store: Store) -> None:
     store.COALESCE = 0.5
     log = SessionEventLog("s1", store, tail_size=10, tail_bytes=1000)
     fill(log, 1000)
@@ -179,7 +184,7 @@ def test_the_tail_never_drops_an_uncommitted_event(store: SqliteEventStore) -> N
     assert seqs(log.read_after(0, None)) == list(range(1, 1001))
 
 
-def test_the_tail_is_bounded_by_bytes_too(store: SqliteEventStore) -> None:
+def test_the_tail_is_bounded_by_bytes_too(store: Store) -> None:
     log = SessionEventLog("s1", store, tail_size=100_000, tail_bytes=64 * 1024)
     for chunk in range(10):
         fill(log, 500, chunk * 500)
@@ -190,7 +195,7 @@ def test_the_tail_is_bounded_by_bytes_too(store: SqliteEventStore) -> None:
     assert seqs(log.read_after(0, None)) == list(range(1, 5011))
 
 
-def test_a_finished_log_keeps_nothing_the_store_has(store: SqliteEventStore) -> None:
+def test_a_finished_log_keeps_nothing_the_store_has(store: Store) -> None:
     log = SessionEventLog("s1", store)
     fill(log, 2000)
     assert store.sync(10)
@@ -203,15 +208,48 @@ def test_a_finished_log_keeps_nothing_the_store_has(store: SqliteEventStore) -> 
 def test_a_second_server_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
     store = reopen(tmp_path)
     with pytest.raises(StoreError, match="in use by another"):
-        SqliteEventStore(tmp_path).open()
+        BatchWriter(SqliteBackend(tmp_path)).open()
     store.close()
+
+
+async def test_a_deleted_session_stays_deleted_when_its_batch_is_tried_again(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Retention deletes a session while events of it are queued, in a batch the database refuses once
+    (after the delete ran): the batch tried again writes the other session's events and none of the
+    deleted one's, and records nothing as failed."""
+    old, kept = SessionEventLog("old", store), SessionEventLog("kept", store)
+    fill(old, 5)
+    store.save_session("old", {"info": {"sessionId": "old"}})
+    assert store.sync(10)
+    original = store.backend.delete_session
+    refused: list[str] = []
+
+    def deleting_then_failing(session_id: str) -> None:
+        original(session_id)
+        if not refused:
+            refused.append(session_id)
+            raise (DatabaseUnavailable if isinstance(store.backend, PostgresBackend) else sqlite3.OperationalError)(
+                "disk I/O error"
+            )
+
+    monkeypatch.setattr(store.backend, "delete_session", deleting_then_failing)
+    store.COALESCE = 0.2  # one batch: old's events, its delete, kept's events
+    with caplog.at_level(logging.ERROR, logger="acp_rest_bridge.events"):
+        fill(old, 3, 5)
+        store.delete_session("old")
+        fill(kept, 10)
+        assert store.sync(10) and refused == ["old"]
+    assert store.read("old", 0, None) == [] and store.load_sessions() == []
+    assert seqs(store.read("kept", 0, None)) == list(range(1, 11))
+    assert not [r for r in caplog.records if "could not be stored" in r.getMessage()]
 
 
 def test_a_session_whose_create_did_not_complete_is_forgotten(
     where: Path | str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # (In a shared database only an old one: another bridge may be creating it right now.)
-    monkeypatch.setattr(PostgresEventStore, "STALE_CREATE", "0 seconds")
+    monkeypatch.setattr(PostgresBackend, "STALE_CREATE", "0 seconds")
     store = reopen(where)
     SessionEventLog("half", store).append(draft(0))  # events, but no session record
     store.save_session("whole", {"info": {"sessionId": "whole"}})
@@ -231,10 +269,10 @@ async def test_page_follows_the_legacy_offset_and_limit_rules(kind: str, where: 
     try:
         log = SessionEventLog("s1", store, tail_size=8)
         fill(log, 30)
-        if isinstance(store, SqliteEventStore):
+        if isinstance(store, BatchWriter):
             store.sync(10)
         fill(log, 20, 30)  # trims the tail: the first pages come from the store
-        if isinstance(store, SqliteEventStore):
+        if isinstance(store, BatchWriter):
             store.sync(10)
         assert seqs((await log.page(0, None))[0]) == list(range(1, 51))
         assert (await log.page(0, None))[1] is False
@@ -248,7 +286,49 @@ async def test_page_follows_the_legacy_offset_and_limit_rules(kind: str, where: 
         store.close()
 
 
-async def test_settled_waits_until_what_was_appended_is_committed(store: SqliteEventStore) -> None:
+async def test_a_batch_costs_one_transaction_and_one_notice(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hot path, counted: events of a known session queued together are one transaction of as few
+    statements as the database allows (SQLite: one INSERT; PostgreSQL: one COPY and its notification)
+    and one hand-off back to the event loop, which tells the log."""
+    store.CHECKPOINT_IDLE = 60.0  # no idle-time housekeeping within the count
+    log = SessionEventLog("s1", store)
+    fill(log, 1)
+    await wait_for(lambda: log.count == 1)  # the session's row is written
+    statements: list[str] = []
+    backend = store.backend
+    if isinstance(backend, SqliteBackend):
+        backend.connection.set_trace_callback(lambda sql: statements.append(sql.split(None, 1)[0]))
+    else:
+        conn = backend.connection
+        execute, copy = conn.execute, conn.copy
+
+        def counted_execute(sql: str, params: Any = None) -> Any:
+            statements.append(sql.split(None, 1)[0])
+            return execute(sql, params)
+
+        def counted_copy(sql: str, rows: list[tuple[Any, ...]]) -> None:
+            statements.append("COPY")
+            copy(sql, rows)
+
+        monkeypatch.setattr(conn, "execute", counted_execute)
+        monkeypatch.setattr(conn, "copy", counted_copy)
+    loop = asyncio.get_running_loop()
+    hand_offs: list[object] = []
+    call_soon_threadsafe = loop.call_soon_threadsafe
+
+    def counted_call(*args: Any) -> asyncio.Handle:
+        hand_offs.append(args)
+        return call_soon_threadsafe(*args)
+
+    monkeypatch.setattr(loop, "call_soon_threadsafe", counted_call)
+    store.COALESCE = 0.2  # the writer takes all fifty at once
+    fill(log, 50, 1)
+    await wait_for(lambda: log.count == 51)
+    assert statements == (["INSERT"] if isinstance(backend, SqliteBackend) else ["BEGIN", "COPY", "SELECT", "COMMIT"])
+    assert len(hand_offs) == 1
+
+
+async def test_settled_waits_until_what_was_appended_is_committed(store: Store) -> None:
     store.COALESCE = 0.2
     log = SessionEventLog("s1", store)
     fill(log, 10)
@@ -290,17 +370,19 @@ async def test_text_sqlite_cannot_encode_is_cleaned_and_later_events_are_stored(
         again.close()
 
 
-async def test_a_failure_escaping_the_writer_restarts_it_and_loses_nothing(store: SqliteEventStore) -> None:
-    original = store._checkpoint
+async def test_a_failure_escaping_the_writer_restarts_it_and_loses_nothing(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = store.backend.checkpoint
     failed: list[bool] = []
 
-    def broken(conn: sqlite3.Connection) -> int:
+    def broken() -> None:
         if not failed:
             failed.append(True)
             raise RuntimeError("checkpoint exploded")
-        return original(conn)
+        original()
 
-    store._checkpoint = broken  # type: ignore[method-assign]
+    monkeypatch.setattr(store.backend, "checkpoint", broken)
     store.CHECKPOINT_MAX = 1  # checkpoint after every transaction
     log = SessionEventLog("s1", store)
     for chunk in range(5):
@@ -308,26 +390,29 @@ async def test_a_failure_escaping_the_writer_restarts_it_and_loses_nothing(store
         await asyncio.sleep(0.01)
     await wait_for(lambda: log.count == 500)
     assert failed
-    assert store._writer is not None and store._writer.is_alive()
+    assert store.writing
     assert seqs(log.read_after(0, None)) == list(range(1, 501))
 
 
-def disk_full(store: SqliteEventStore) -> list[bool]:
+def disk_full(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """The store's inserts fail as on a full disk while the returned switch is True."""
-    original = store._insert
+    original = store.backend.insert
     full = [True]
 
-    def refusing(*args: Any) -> None:
+    def refusing(events: list[StoredEvent]) -> dict[str, int]:
         if full[0]:
+            if isinstance(store.backend, PostgresBackend):
+                raise DatabaseUnavailable("database or disk is full")
             raise sqlite3.OperationalError("database or disk is full")
-        original(*args)
+        marks: dict[str, int] = original(events)
+        return marks
 
-    store._insert = refusing  # type: ignore[method-assign,assignment]
+    monkeypatch.setattr(store.backend, "insert", refusing)
     return full
 
 
-async def test_a_disk_that_refuses_writes_is_loud_and_recovers(store: SqliteEventStore) -> None:
-    full = disk_full(store)
+async def test_a_disk_that_refuses_writes_is_loud_and_recovers(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    full = disk_full(store, monkeypatch)
     running = SessionEventLog("running", store)
     ended = SessionEventLog("ended", store)
     ended.finish()
@@ -353,11 +438,29 @@ async def test_a_disk_that_refuses_writes_is_loud_and_recovers(store: SqliteEven
     assert running.count == 101
 
 
-async def test_the_backlog_is_bounded_and_refused_events_leave_no_gap(where: Path | str) -> None:
+async def test_a_store_closed_while_the_disk_refuses_says_what_it_could_not_save(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    disk_full(store, monkeypatch)
+    log = SessionEventLog("s1", store)
+    fill(log, 20)
+    await wait_for(lambda: store.unavailable is not None)
+    started = time.monotonic()
+    with caplog.at_level(logging.ERROR, logger="acp_rest_bridge.events"):
+        await asyncio.to_thread(store.close)
+    assert time.monotonic() - started < 5
+    lost = [r.getMessage() for r in caplog.records if "events not saved" in r.getMessage()]
+    assert len(lost) == 1 and "database or disk is full" in lost[0], lost
+    assert int(lost[0].split("; ")[-1].split()[0]) >= 20  # (and the log's notice of the outage)
+
+
+async def test_the_backlog_is_bounded_and_refused_events_leave_no_gap(
+    where: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = new_store(where, backlog_bytes=20_000)
     store.open()
     try:
-        full = disk_full(store)
+        full = disk_full(store, monkeypatch)
         log = SessionEventLog("s1", store)
         fill(log, 1000)
         assert log.last_sequence < 1000
@@ -376,7 +479,7 @@ async def test_the_backlog_is_bounded_and_refused_events_leave_no_gap(where: Pat
 
 
 # ---- readers -------------------------------------------------------------------------------
-async def test_a_reader_gets_backlog_then_live_without_gap_or_duplicate(store: SqliteEventStore) -> None:
+async def test_a_reader_gets_backlog_then_live_without_gap_or_duplicate(store: Store) -> None:
     log = SessionEventLog("s1", store, tail_size=64)
     fill(log, 300)
     store.sync(10)
@@ -399,7 +502,7 @@ async def test_a_reader_gets_backlog_then_live_without_gap_or_duplicate(store: S
     assert log.subscriber_count == 0
 
 
-async def test_a_reader_far_behind_catches_up_from_the_store_and_rejoins_live(store: SqliteEventStore) -> None:
+async def test_a_reader_far_behind_catches_up_from_the_store_and_rejoins_live(store: Store) -> None:
     log = SessionEventLog("s1", store, tail_size=50)
     slow = log.subscribe(0)
     fast = log.subscribe(0)
@@ -420,7 +523,7 @@ async def test_a_reader_far_behind_catches_up_from_the_store_and_rejoins_live(st
     assert [seqs(b) for b in await asyncio.wait_for(waiting, 5)] == [[5101], [5101]]
 
 
-async def test_next_times_out_and_close_wakes_a_waiting_reader(store: SqliteEventStore) -> None:
+async def test_next_times_out_and_close_wakes_a_waiting_reader(store: Store) -> None:
     log = SessionEventLog("s1", store)
     sub = log.subscribe(0)
     assert await sub.next(timeout=0.01) is None
@@ -430,7 +533,7 @@ async def test_next_times_out_and_close_wakes_a_waiting_reader(store: SqliteEven
     assert await asyncio.wait_for(waiting, 5) == []
 
 
-async def test_a_cancelled_reader_leaves_nothing_behind(store: SqliteEventStore) -> None:
+async def test_a_cancelled_reader_leaves_nothing_behind(store: Store) -> None:
     log = SessionEventLog("s1", store)
     for _ in range(100):
         sub = log.subscribe(0)
@@ -524,18 +627,21 @@ def test_time_is_formatted_as_the_legacy_server_did_across_seconds() -> None:
     assert format_time(start + 120_000_000) == "2026-11-22T04:14:24.12Z"
 
 
-async def test_a_failure_to_store_never_feeds_itself(store: SqliteEventStore, caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_failure_to_store_never_feeds_itself(
+    store: Store, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every event of one session fails to store (a problem of the data, not of the disk): the
     session gets one error event for the batch, that event failing too makes no other, and the
     batch is one log line; another session's events in the same batch are all stored."""
-    original = store._insert
+    original = store.backend.insert
 
-    def refusing(conn: Any, keys: Any, events: list[StoredEvent], marks: Any) -> None:
+    def refusing(events: list[StoredEvent]) -> dict[str, int]:
         if any(e.session_id == "doomed" for e in events):
             raise ValueError("this session's events cannot be kept")
-        original(conn, keys, events, marks)
+        marks: dict[str, int] = original(events)
+        return marks
 
-    store._insert = refusing  # type: ignore[method-assign]
+    monkeypatch.setattr(store.backend, "insert", refusing)
     store.COALESCE = 0.2  # both sessions' events in one batch
     doomed = SessionEventLog("doomed", store)
     good = SessionEventLog("good", store)

@@ -1,5 +1,6 @@
 """What the PostgreSQL store adds to the SQLite one's guarantees (tests/unit/test_event_store.py runs
-those against both): a versioned schema, a database that goes away and comes back, commit notices."""
+those against both): a versioned schema migrated from every earlier version, a database that goes away
+and comes back, commit notices."""
 
 from __future__ import annotations
 
@@ -11,17 +12,34 @@ import psycopg
 import pytest
 
 from app.events.log import SessionEventLog
-from app.events.postgres import EVENTS_CHANNEL, SCHEMA_VERSION, PostgresEventStore
-from app.events.sqlite import StoreError
+from app.events.model import ITEM_DELTA, EventDraft
+from app.events.postgres import (
+    EVENTS_CHANNEL,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    PostgresBackend,
+    PostgresEventStore,
+    stored_row,
+)
+from app.events.store import StoreError
+from app.events.stored import StoredEvent
+from app.events.writer import BatchWriter
+from app.webhooks.outbox import Delivery
+from app.webhooks.postgres_outbox import PostgresOutbox
 from tests.postgres import PostgresServer
 from tests.unit.test_event_store import fill, seqs, wait_for
+from tests.unit.test_store_schemas import expected_events
 
 pytestmark = pytest.mark.postgres
 
 
+def pg_store(url: str) -> PostgresEventStore:
+    return BatchWriter(PostgresBackend(url))
+
+
 def test_the_schema_is_created_once_and_versioned(database_url: str) -> None:
     for _ in range(2):
-        store = PostgresEventStore(database_url)
+        store = pg_store(database_url)
         store.open()
         store.close()
     with psycopg.connect(database_url) as conn:
@@ -29,12 +47,84 @@ def test_the_schema_is_created_once_and_versioned(database_url: str) -> None:
     assert [r[0] for r in rows] == list(range(1, SCHEMA_VERSION + 1))
 
 
+def schema_of(url: str) -> dict[str, list[tuple[object, ...]]]:
+    """What the database's catalog says of its tables, indexes, triggers and functions."""
+    queries = {
+        "columns": "SELECT table_name, column_name, data_type, is_nullable, column_default"
+        " FROM information_schema.columns WHERE table_schema = 'public' ORDER BY 1, 2",
+        "constraints": "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint"
+        " WHERE connamespace = 'public'::regnamespace ORDER BY 1, 2",
+        "indexes": "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1",
+        "triggers": "SELECT tgrelid::regclass::text, tgname FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1, 2",
+        "functions": "SELECT proname, prosrc FROM pg_proc WHERE pronamespace = 'public'::regnamespace ORDER BY 1",
+    }
+    with psycopg.connect(url) as conn:
+        return {name: conn.execute(sql).fetchall() for name, sql in queries.items()}
+
+
+@pytest.mark.parametrize("version", range(SCHEMA_VERSION))
+def test_a_database_of_every_earlier_version_is_migrated_keeping_its_data(
+    version: int, postgres: PostgresServer, database_url: str
+) -> None:
+    # The database as a bridge of that version left it: its migrations applied one by one, each
+    # recorded, and (from version 1) its rows.
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        for step in range(1, version + 1):
+            conn.execute(MIGRATIONS[step - 1])
+            conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (step,))
+        if version >= 1:
+            conn.execute("INSERT INTO sessions (id, record) VALUES ('s1', %s)", ('{"info":{"sessionId":"s1"}}',))
+            rows = [
+                stored_row(StoredEvent("s1", n, ITEM_DELTA, body, raw)) for n, body, raw in expected_events("s1", 30)
+            ]
+            with (
+                conn.cursor() as cursor,
+                cursor.copy("COPY events (session_id, sequence, type, json, raw) FROM STDIN") as copy,
+            ):
+                for row in rows:
+                    copy.write_row(row)
+            conn.execute("INSERT INTO leases VALUES ('s1', 'http://other:2468', now() + interval '1 hour')")
+    store = pg_store(database_url)
+    store.open()
+    try:
+        if version >= 1:
+            assert store.load_sessions() == [{"info": {"sessionId": "s1"}}]
+            assert [(e.sequence, e.json, e.raw_json) for e in store.read("s1", 0, None)] == expected_events("s1", 30)
+            assert store.stats("s1").count == 30
+        log = SessionEventLog("s1", store)
+        event = log.append(EventDraft(ITEM_DELTA, {"item_id": "itm_1", "native_item_id": None, "delta": "new"}))
+        assert event is not None and event.sequence == (31 if version >= 1 else 1)
+        assert store.sync(10)
+        # The webhook tables (version 2) work: a new outbox, a delivery kept and found again.
+        outbox = PostgresOutbox(store, "http://me:2468", ["http://hook"], frozenset({ITEM_DELTA}), lambda e: "{}", 1.0)
+        assert outbox.open() is True
+        outbox.set_marks({"s1": event.sequence - 1})  # (as for a new outbox: earlier events are not sent)
+        outbox.add([Delivery("http://hook", "s1", event.sequence, ITEM_DELTA, "{}")])
+        assert [d.sequence for d in outbox.pending()] == [event.sequence]
+    finally:
+        store.close()
+    with psycopg.connect(database_url) as conn:
+        assert [r[0] for r in conn.execute("SELECT version FROM schema_version ORDER BY version")] == list(
+            range(1, SCHEMA_VERSION + 1)
+        )
+        if version >= 1:
+            assert conn.execute("SELECT owner FROM leases").fetchall() == [("http://other:2468",)]
+    fresh = postgres.new_database()
+    new = pg_store(fresh)
+    new.open()
+    new.close()
+    assert schema_of(database_url) == schema_of(fresh)
+
+
 def test_a_database_of_a_newer_bridge_is_refused(database_url: str) -> None:
-    PostgresEventStore(database_url).open()
+    store = pg_store(database_url)
+    store.open()
+    store.close()
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("INSERT INTO schema_version VALUES (%s)", (SCHEMA_VERSION + 1,))
-    with pytest.raises(StoreError, match="newer than this bridge"):
-        PostgresEventStore(database_url).open()
+    with pytest.raises(StoreError, match="newer than this acp-rest-bridge's"):
+        pg_store(database_url).open()
 
 
 def test_an_unreachable_database_is_a_one_line_error() -> None:
@@ -44,11 +134,11 @@ def test_an_unreachable_database_is_a_one_line_error() -> None:
         refused_port() as port,
         pytest.raises(StoreError, match=r"cannot use the database postgresql://u:\*\*\*@127\.0\.0\.1"),
     ):
-        PostgresEventStore(f"postgresql://u:secret@127.0.0.1:{port}/x").open()
+        pg_store(f"postgresql://u:secret@127.0.0.1:{port}/x").open()
 
 
 async def test_a_commit_notifies_the_sessions_last_sequence(database_url: str) -> None:
-    store = PostgresEventStore(database_url)
+    store = pg_store(database_url)
     store.open()
     try:
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as listener:
@@ -69,7 +159,7 @@ async def test_a_commit_notifies_the_sessions_last_sequence(database_url: str) -
 async def test_a_database_that_goes_away_is_loud_and_nothing_is_lost_or_reordered(
     postgres: PostgresServer, database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = PostgresEventStore(database_url)
+    store = pg_store(database_url)
     store.RETRY_DELAYS = (0.05, 0.1, 0.2)
     store.open()
     try:
@@ -114,7 +204,7 @@ def postgres_running(server: PostgresServer) -> bool:
 
 
 def test_retention_deletes_a_session_and_its_events(database_url: str) -> None:
-    store = PostgresEventStore(database_url)
+    store = pg_store(database_url)
     store.open()
     try:
         fill(SessionEventLog("old", store), 10)
@@ -133,18 +223,16 @@ def test_retention_deletes_a_session_and_its_events(database_url: str) -> None:
 
 def test_a_batch_retried_after_a_lost_connection_is_not_written_twice(database_url: str) -> None:
     """The server may have committed a batch whose COMMIT went unanswered: the retry skips it."""
-    store = PostgresEventStore(database_url)
+    store = pg_store(database_url)
     store.open()
     try:
         log = SessionEventLog("s1", store)
         fill(log, 10)
         assert store.sync(10)
-        conn = store._writer_conn
-        assert conn is not None
+        conn = store.backend.connection
         again = store.read("s1", 0, None)
         conn.failed = True  # as after a DatabaseUnavailable
-        marks: dict[str, int] = {}
-        store._insert(conn, store._keys, again, marks)  # (on the writer's connection, the writer idle)
+        marks = store.backend.write(again)  # (on the writer's connection, the writer idle)
         assert marks == {"s1": 10} and conn.failed is False
         assert seqs(store.read("s1", 0, None)) == list(range(1, 11))
     finally:

@@ -10,7 +10,8 @@ import pytest
 
 from app.events.envelope import envelope_json, pack, unpack
 from app.events.log import StoredEvent
-from app.events.sqlite import SqliteEventStore
+from app.events.sqlite import SqliteBackend
+from app.events.writer import BatchWriter
 
 NATIVE = '"na\\"tive"'
 UPDATE = '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%s,"update":{"sessionUpdate":"x"}}}'
@@ -61,7 +62,7 @@ def test_what_does_not_fit_the_form_is_stored_whole() -> None:
 def test_the_store_reads_both_forms(tmp_path: Path) -> None:
     envelope = event("s", "n", False, "item.delta", {"a": 1})
     raw = UPDATE % '"n"'
-    store = SqliteEventStore(tmp_path)
+    store = BatchWriter(SqliteBackend(tmp_path))
     store.open()
     store.append(StoredEvent("s", 42, "item.delta", envelope, raw))
     store.save_session("s", {"info": {"sessionId": "s"}})
@@ -73,7 +74,7 @@ def test_the_store_reads_both_forms(tmp_path: Path) -> None:
     conn.execute("INSERT INTO events VALUES (1, 43, 'item.delta', ?, ?)", (envelope.replace("42", "43"), raw))
     conn.commit()
     conn.close()
-    store = SqliteEventStore(tmp_path)
+    store = BatchWriter(SqliteBackend(tmp_path))
     store.open()
     try:
         read = store.read("s", 0, None)
