@@ -721,3 +721,21 @@ def test_standardwebhooks_signs_as_receivers_verify() -> None:
     assert signature.startswith("v1,")
     headers = {"webhook-id": "msg_1", "webhook-timestamp": str(int(now.timestamp())), "webhook-signature": signature}
     assert Webhook(secret).verify('{"a":1}', headers) == {"a": 1}
+
+
+# ---- the register and CI agree ------------------------------------------------------------------
+def test_the_register_and_the_newest_releases_run_name_the_same_packages() -> None:
+    import re
+
+    from tests.support import ROOT
+
+    register = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8").split("\n## Couplings\n", 1)[1]
+    listed = register.split("Coupled packages:", 1)[1].split("\n\n", 1)[0]
+    named = re.findall(r"`([a-z0-9-]+)`", listed)
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    coupled = script.split("\ncoupled=(", 1)[1].split(")", 1)[0].split()
+    assert named and named == coupled, "ARCHITECTURE.md's coupled packages and .ci/run's `coupled` differ"
+    for test in re.findall(r"`(test_[a-z0-9_]+)`", register):
+        assert test in globals(), f"the register names a test this module does not have: {test}"
+    for path in re.findall(r"`(tests/[a-z0-9_/]+\.py)`", register):
+        assert (ROOT / path).is_file(), f"the register names a test module that does not exist: {path}"
