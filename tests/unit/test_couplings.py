@@ -6,12 +6,15 @@ naming it (``.ci/run`` runs this module on the newest releases of the coupled pa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import inspect
 import json
 import logging
 import socket
+import threading
+import time
 from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -624,6 +627,68 @@ async def test_httpx_request_hooks_see_every_redirect_hop() -> None:
             await client.get("https://secure.example/start")
     async with httpx.AsyncClient(transport=transport, follow_redirects=True, event_hooks=https_only(True)) as client:
         assert (await client.get("https://secure.example/start")).text == "ok"
+
+
+class _Hanging:
+    """A server on a loopback port that answers any request with a streamed body's first chunk, then
+    sends nothing more until the client goes."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = self.listener.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nfirst\r\n")
+                conn.recv(65536)  # until the client shuts its end down
+
+    def close(self) -> None:
+        self.listener.close()
+        self.thread.join(10)
+
+
+def test_httpx_gives_the_response_socket_that_stops_a_blocked_read() -> None:
+    """The Python client stops a stream from any thread by shutting down the socket httpx reads
+    (``response.extensions["network_stream"].get_extra_info("socket")``, clients/python streams.py)."""
+    from acp_rest_bridge_client.streams import Shutdown
+
+    server = _Hanging()
+    try:
+        with httpx.Client(timeout=30) as client, client.stream("GET", server.url) as response:
+            sock = response.extensions["network_stream"].get_extra_info("socket")
+            assert isinstance(sock, Shutdown)
+            chunks = response.iter_raw()
+            assert next(chunks) == b"first"
+            started = time.monotonic()
+            sock.shutdown(socket.SHUT_RDWR)  # (from another thread, in the client)
+            with contextlib.suppress(httpx.ReadError, httpx.RemoteProtocolError):  # ended or cut, at once
+                for _ in chunks:
+                    pass
+            assert time.monotonic() - started < 10
+    finally:
+        server.close()
+
+
+async def test_httpx_async_gives_the_response_socket_too() -> None:
+    from acp_rest_bridge_client.streams import Shutdown
+
+    server = _Hanging()
+    try:
+        async with httpx.AsyncClient(timeout=30) as client, client.stream("GET", server.url) as response:
+            sock = response.extensions["network_stream"].get_extra_info("socket")
+            assert isinstance(sock, Shutdown)
+            sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(httpx.ReadError, httpx.RemoteProtocolError):
+                async with asyncio.timeout(10):
+                    async for _ in response.aiter_raw():
+                        pass
+    finally:
+        server.close()
 
 
 # ---- prometheus-client: a custom collector on a registry of the bridge's own -----------------------
