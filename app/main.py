@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from app import datadir, logs, startup
+from app import datadir, logs, settings_cli, startup
 from app.acp.orphans import ProcessRegistry
 from app.agents.acp_catalog import CatalogSource
 from app.agents.node import OnDemandNode
@@ -381,44 +381,13 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the HTTP server (default 127.0.0.1:2468) until SIGTERM or Ctrl-C. Flags win over "
         "ACP_BRIDGE_* environment variables; `acp-rest-bridge settings` lists every setting.",
     )
-    server.add_argument("-H", "--host", help="bind address (default 127.0.0.1; env ACP_BRIDGE_HOST)")
-    server.add_argument("-p", "--port", type=int, help="port (default 2468; env ACP_BRIDGE_PORT)")
-    server.add_argument("-t", "--token", help="require this token on /v1 (env ACP_BRIDGE_TOKEN)")
-    server.add_argument("-n", "--no-token", action="store_true", default=None, help="accepted for compatibility")
-    server.add_argument("-O", "--cors-allow-origin", action="append", help="allowed CORS origin (repeatable)")
-    server.add_argument("-M", "--cors-allow-method", action="append", help="allowed CORS method (repeatable)")
-    server.add_argument("-A", "--cors-allow-header", action="append", help="allowed CORS header (repeatable)")
-    server.add_argument(
-        "-C", "--cors-allow-credentials", action="store_true", default=None, help="allow CORS credentials"
-    )
-    server.add_argument("--agents-file", type=Path, help="TOML file of extra ACP agents")
-    server.add_argument("--data-dir", type=Path, help="where events are kept (default: a private dir per run)")
-    server.add_argument(
-        "--fs-root", dest="fs_roots", action="append", help="confine /v1/fs and agent file access here (repeatable)"
-    )
-    server.add_argument("--database-url", help="PostgreSQL URL: the event store shared by a fleet of bridges")
-    server.add_argument("--advertise-url", help="where the other bridges of the fleet reach this one")
-    server.add_argument("--log-level", help="log level (default warning)")
+    settings_cli.add_flags(server)  # one per setting that has flags, made from its description
 
     export = sub.add_parser("openapi", help="print the OpenAPI document this server serves")
     export.add_argument("--out", type=Path, help="write to this file instead of stdout")
 
     sub.add_parser("settings", help="print the table of server options (as in README.md)")
     return parser
-
-
-def settings_error(exc: ValidationError) -> str:
-    """One line for a bad flag or ACP_BRIDGE_* value."""
-    parts = []
-    for error in exc.errors():
-        name = ".".join(str(p) for p in error["loc"])
-        parts.append(f"--{name.replace('_', '-')} / ACP_BRIDGE_{name.upper()}: {error['msg']}")
-    return "invalid setting " + "; ".join(parts)
-
-
-def settings_from_args(args: argparse.Namespace) -> Settings:
-    overrides = {key: value for key, value in vars(args).items() if key not in ("command", "out") and value is not None}
-    return Settings(**overrides)
 
 
 def cli(argv: Sequence[str] | None = None) -> None:
@@ -431,14 +400,12 @@ def cli(argv: Sequence[str] | None = None) -> None:
             sys.stdout.write(document)
         return
     if args.command == "settings":
-        from app.settings_table import render
-
-        sys.stdout.write(render())
+        sys.stdout.write(settings_cli.render())
         return
     try:
-        settings = settings_from_args(args)
+        settings = settings_cli.from_args(args)
     except ValidationError as exc:
-        sys.exit(f"acp-rest-bridge: {settings_error(exc)}")
+        sys.exit(f"acp-rest-bridge: {settings_cli.error_line(exc)}")
     if settings.cors_allow_credentials and (not settings.cors_allow_method or not settings.cors_allow_header):
         sys.exit(
             "acp-rest-bridge: --cors-allow-credentials needs explicit --cors-allow-method and "

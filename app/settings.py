@@ -1,4 +1,12 @@
-"""Server settings. Every field reads an ``ACP_BRIDGE_<NAME>`` environment variable; CLI flags win."""
+"""Server settings: every field reads an ``ACP_BRIDGE_<NAME>`` environment variable; flags of
+``acp-rest-bridge server`` win over it.
+
+A field's ``description`` is its one text: README's options table, ``acp-rest-bridge settings`` and
+``acp-rest-bridge server --help`` are made from it (``app/settings_cli.py``). What a field needs
+beyond it is an ``Option`` in its ``Annotated`` metadata: its flags (the legacy spellings), and how
+its default or its variable's value reads where the value alone does not say it. A field without
+a description fails ``tests/unit/test_settings.py``.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +14,15 @@ import json
 import os
 import secrets
 import tempfile
+import types
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import Field, PrivateAttr, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "ACP_BRIDGE_"
 
 # The events webhooks send unless told otherwise.
 WEBHOOK_EVENTS = (
@@ -23,158 +35,288 @@ WEBHOOK_EVENTS = (
 )
 
 
+class Option:
+    """A setting's flags of ``acp-rest-bridge server`` and how it is shown and written, in its
+    ``Annotated`` metadata: ``Annotated[int, Option("-p", "--port")]``.
+
+    ``default``: the default as the table and ``--help`` say it, when its value does not (a
+    computed one); ``separator``: what separates a list's values in its variable besides a JSON
+    list (None: commas)."""
+
+    __slots__ = ("default", "flags", "separator")
+
+    def __init__(self, *flags: str, default: str | None = None, separator: str | None = None) -> None:
+        self.flags = flags
+        self.default = default
+        self.separator = separator
+
+    def __repr__(self) -> str:
+        return f"Option{(*self.flags,)!r}"
+
+
+NO_OPTION = Option()
+
+
+def option(field: FieldInfo) -> Option:
+    """The field's ``Option`` (an empty one when it has none: no flags, default as its value says)."""
+    return next((m for m in field.metadata if isinstance(m, Option)), NO_OPTION)
+
+
+def env_name(name: str) -> str:
+    return ENV_PREFIX + name.upper()
+
+
+def field_types(field: FieldInfo) -> tuple[Any, ...]:
+    """The types a setting takes, ``None`` left out (``Path | None``: ``(Path,)``)."""
+    annotation = field.annotation
+    members = get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else (annotation,)
+    return tuple(member for member in members if member is not type(None))
+
+
+def is_list(field: FieldInfo) -> bool:
+    return any(get_origin(member) is list for member in field_types(field))
+
+
+def split_list(text: str, separator: str | None) -> Any:
+    """A list setting's variable: a JSON list, or values split at ``separator`` (None: commas,
+    blanks around them dropped)."""
+    text = text.strip()
+    if text.startswith("["):
+        return json.loads(text)
+    if separator is not None:
+        return [part for part in text.split(separator) if part]
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="ACP_BRIDGE_", extra="ignore")
+    # Variables are not JSON-decoded by pydantic-settings: a list's is split by ``_split_lists``.
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", enable_decoding=False)
 
-    host: str = "127.0.0.1"
-    port: int = 2468
-    token: str | None = None
-    # Legacy flag: accepted for compatibility; auth is off exactly when no token is set.
-    no_token: bool = False
+    host: Annotated[str, Option("-H", "--host")] = Field("127.0.0.1", description="bind address")
+    port: Annotated[int, Option("-p", "--port")] = Field(2468, description="port")
+    token: Annotated[str | None, Option("-t", "--token")] = Field(
+        None,
+        description="require `Authorization: Bearer <token>` (or `Token`, or Basic with the token as password) on "
+        "`/v1` and `/metrics`, except `GET /v1/health`",
+    )
+    no_token: Annotated[bool, Option("-n", "--no-token")] = Field(
+        False, description="accepted for compatibility; auth is on exactly when a token is set"
+    )
 
-    # Env: a JSON list or comma-separated values.
-    cors_allow_origin: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    cors_allow_method: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    cors_allow_header: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    cors_allow_credentials: bool = False
-    # Without a token: `Host` names served besides loopback names and the bound address (`*`: any).
-    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    cors_allow_origin: Annotated[list[str], Option("-O", "--cors-allow-origin")] = Field(
+        default_factory=list,
+        description="allowed origin, repeatable; `*` is refused at start (list each origin), as legacy",
+    )
+    cors_allow_method: Annotated[list[str], Option("-M", "--cors-allow-method", default="any")] = Field(
+        default_factory=list, description="allowed method, repeatable"
+    )
+    cors_allow_header: Annotated[
+        list[str], Option("-A", "--cors-allow-header", default="any (`*,authorization` when `-O` is given)")
+    ] = Field(default_factory=list, description="allowed header, repeatable")
+    cors_allow_credentials: Annotated[bool, Option("-C", "--cors-allow-credentials")] = Field(
+        False, description="allow credentials; needs explicit methods and headers"
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="without a token, `Host` names served besides loopback names and the bound address (`*`: any); "
+        "other hosts get 403, as do state-changing requests from another site (below)",
+    )
 
-    agents_file: Path | None = None
-    # Where events are kept. Unset: a private directory per server process, removed when it exits,
-    # so parallel servers never collide and each run starts with no sessions (see cache_dir()).
-    data_dir: Path | None = None
+    agents_file: Annotated[Path | None, Option("--agents-file")] = Field(
+        None, description="TOML file of extra ACP agents (below)"
+    )
+    # Unset: parallel servers never collide and each run starts with no sessions (see cache_dir()).
+    data_dir: Annotated[Path | None, Option("--data-dir", default="private per run")] = Field(
+        None,
+        description="where events (and agent installs) are kept; unset: a private directory per run, removed at "
+        "exit (below)",
+    )
 
-    # Where the ACP registry's catalog is refreshed from (at start, then hourly when agents are
-    # listed); empty: only the snapshot shipped with the package.
-    acp_registry_url: str = "https://cdn.agentclientprotocol.com/registry/v1/latest/registry.json"
-    # Plain-http catalogs and archive downloads (and redirects to them) are refused unless allowed.
-    registry_allow_http: bool = False
-    # Seconds an agent install (`npm install` of its ACP adapter) may take (0: no limit).
-    install_timeout: float = 600.0
-    # Without npm on PATH, or for an adapter whose `engines.node` the system's Node.js does not meet,
-    # an agent install brings the bridge's own Node.js with pip (app/agents/node.py).
-    node_on_demand: bool = True
+    acp_registry_url: str = Field(
+        "https://cdn.agentclientprotocol.com/registry/v1/latest/registry.json",
+        description="the ACP registry's catalog (`registry.json`), fetched at start and hourly; its agents are listed "
+        "beside the legacy ids (below); empty: the snapshot shipped with the package",
+    )
+    registry_allow_http: bool = Field(
+        False,
+        description="allow plain-http ACP registry catalogs and archive downloads, and redirects to them (refused by "
+        "default: a catalog says what runs)",
+    )
+    install_timeout: float = Field(
+        600.0, description="seconds one agent install (`npm install` of its ACP adapter) may take (0: no limit)"
+    )
+    node_on_demand: bool = Field(
+        True,
+        description="when npm is not on PATH, or an adapter's `engines.node` wants a newer Node.js than the system's, "
+        "the agent install brings the bridge's own (24 LTS, with pip, into the cache dir), used for the agents that "
+        "need it; `0`: never (the install then fails naming what it needs)",
+    )
 
-    # Seconds allowed for `initialize` + `session/new` before create answers 504.
-    agent_start_timeout: float = 30.0
-    # Seconds between SIGTERM and SIGKILL when an agent's process group is stopped.
-    agent_kill_grace: float = 1.0
-    # Seconds a terminate waits for the agent to answer `session/cancel` before stopping it.
-    cancel_grace: float = 0.5
-    # Seconds a terminate waits for the agent to answer ACP `session/close` (sent when the agent
-    # offers it) before stopping it; 0: no `session/close`.
-    session_close_timeout: float = 2.0
-    # Seconds a permission request or question waits for a reply before it is denied (0: no limit).
-    hitl_timeout: float = 0.0
-    # Bytes of agent stderr kept per stderr line (longer lines are cut).
-    stderr_line_limit: int = 4096
-    # Longest agent stdout line (one JSON-RPC message), bytes; a longer one is cut and reported as
-    # `agent.unparsed`, never held whole.
-    agent_line_limit: int = 64 * 1024 * 1024
+    agent_start_timeout: float = Field(
+        30.0, description="seconds an agent has for `initialize` and `session/new` before create answers 504"
+    )
+    agent_kill_grace: float = Field(
+        1.0, description="seconds between SIGTERM and SIGKILL when an agent's process group is stopped"
+    )
+    cancel_grace: float = Field(
+        0.5, description="seconds a terminate waits for the agent to answer `session/cancel` before stopping it"
+    )
+    session_close_timeout: float = Field(
+        2.0,
+        description="seconds a terminate waits for the agent to answer `session/close` (sent when the agent offers "
+        "it; a late one is withdrawn with `$/cancel_request`) before stopping it (0: not sent)",
+    )
+    hitl_timeout: float = Field(
+        0.0, description="seconds a permission request or question waits for a reply before it is denied (0: off)"
+    )
+    stderr_line_limit: int = Field(
+        4096, description="bytes kept of each line an agent writes to stderr (the rest is cut)"
+    )
+    agent_line_limit: int = Field(
+        64 * 1024 * 1024,
+        description="longest agent stdout line (one JSON-RPC message), bytes; a longer one is cut and recorded as "
+        "`agent.unparsed`, never held whole",
+    )
 
-    # Live sessions (each an agent process) at most; a create beyond it answers 429 (0: no limit).
-    max_sessions: int = 32
+    max_sessions: int = Field(
+        32,
+        description="live sessions (each an agent process) at most; one more is refused with 429 `Too Many Sessions` "
+        "(below; 0: no limit)",
+    )
 
-    # Largest accepted request body (fs PUT and upload-batch included), as legacy: 2 MiB.
-    body_limit: int = 2 * 1024 * 1024
-    # Most bytes one upload-batch archive may unpack to (sparse members count at their full size).
-    upload_unpacked_limit: int = 1024 * 1024 * 1024
+    body_limit: int = Field(
+        2 * 1024 * 1024, description="largest request body (file writes and `upload-batch` included), bytes, as legacy"
+    )
+    upload_unpacked_limit: int = Field(
+        1024 * 1024 * 1024,
+        description="most bytes one `upload-batch` archive may unpack to (sparse members count whole)",
+    )
 
-    # Directories /v1/fs and the agents' fs/* requests are confined to (symlinks resolved); empty:
-    # no confinement, as legacy. Env: a JSON list or `:`-separated paths.
-    fs_roots: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    # Newest events of each session kept in memory (besides those not yet written to disk), by
-    # count and by bytes; an ended session keeps none.
-    event_tail: int = 4096
-    event_tail_bytes: int = 4 * 1024 * 1024
-    # Bytes of events waiting for the disk (a full or failing disk) beyond which new events are
-    # refused (and counted in an `error` event once the disk writes again).
-    event_backlog_bytes: int = 256 * 1024 * 1024
-    # A PostgreSQL database (`postgresql://user@host/db`, the password from libpq's PGPASSFILE) as the
-    # event store instead of the data dir's SQLite file: bridges on one database are a fleet (any
-    # bridge serves any session).
-    database_url: str | None = None
-    # The address other bridges of the fleet reach this one at (`http://host:port`), named in
-    # session listings; requests for a session this bridge runs are forwarded here.
-    advertise_url: str | None = None
-    # Seconds a bridge's hold on a session it runs lasts without renewal (renewed every third of it):
-    # after a crash, another bridge takes the session over at its next message once this passed.
-    lease_seconds: float = 10.0
-    # Ended sessions not updated for this many days are deleted from the store, at start and
-    # daily (0: kept forever).
-    retention_days: float = 0.0
-    # Largest file read for a message attachment (an image sent inline to the agent), bytes.
-    attachment_limit: int = 20 * 1024 * 1024
+    fs_roots: Annotated[list[str], Option("--fs-root", separator=os.pathsep)] = Field(
+        default_factory=list,
+        description="confine `/v1/fs` and the agents' file access to these directories (symlinks resolved), "
+        "repeatable; none: no confinement, as legacy (below)",
+    )
+    event_tail: int = Field(
+        4096, description="newest events per running session kept in memory (an ended session keeps none)"
+    )
+    event_tail_bytes: int = Field(4 * 1024 * 1024, description="... and at most this many bytes of them")
+    event_backlog_bytes: int = Field(
+        256 * 1024 * 1024,
+        description="most bytes of events waiting for a disk that cannot write; beyond, new events are dropped and "
+        "counted in an `error` event (below)",
+    )
+    database_url: Annotated[str | None, Option("--database-url")] = Field(
+        None,
+        description="a PostgreSQL database (`postgresql://user@host/db`; the password from libpq's `PGPASSFILE`, "
+        "`~/.pgpass` or `PGPASSWORD`, never on the command line) as the event store instead of SQLite in the data "
+        "dir; bridges on one database are a fleet: any bridge serves any session (below)",
+    )
+    advertise_url: Annotated[str | None, Option("--advertise-url")] = Field(
+        None,
+        description="where the other bridges of the fleet reach this one (`http://host:port`); named in listings, "
+        "requests for the sessions it runs are forwarded there (below)",
+    )
+    lease_seconds: float = Field(
+        10.0,
+        description="seconds a bridge's hold on a session it runs lasts unrenewed (renewed every third of it); after "
+        "a crash another bridge takes the session over at its next message once it passed",
+    )
+    retention_days: float = Field(
+        0.0, description="ended sessions not updated for this many days are deleted, at start and daily (0: off)"
+    )
+    attachment_limit: int = Field(
+        20 * 1024 * 1024, description="largest image attachment the bridge reads to send inline, bytes"
+    )
 
-    # Open connections beyond which new ones are refused (0: half the open-file limit, at most
-    # 10,000); seconds a connection has for a complete request head, and a request body may stall.
-    max_connections: int = 0
-    header_timeout: float = 15.0
-    body_timeout: float = 30.0
-    # Seconds a response's writes may make no progress (the reader takes nothing) before the
-    # connection is closed; pipelined requests that may wait per connection, unparsed beyond.
-    write_timeout: float = 30.0
-    pipeline_limit: int = 4
+    max_connections: int = Field(
+        0,
+        description="open connections beyond which a new one is refused at once, unless one idle for 1 s can be "
+        "closed for it (0: half the open-file limit, at most 10,000; the soft limit is raised to the hard one at "
+        "start)",
+    )
+    header_timeout: float = Field(
+        15.0,
+        description="seconds a connection has for a complete request head (from its start, or a later request's "
+        "first byte)",
+    )
+    body_timeout: float = Field(
+        30.0, description="seconds a request body may stop arriving before the connection is closed"
+    )
+    write_timeout: float = Field(
+        30.0,
+        description="seconds a response's writes may make no progress (its reader takes nothing) before the "
+        "connection is closed, unsent data dropped",
+    )
+    pipeline_limit: int = Field(
+        4,
+        description="pipelined requests that may wait behind a running one per connection; what the client sends "
+        "beyond them is read and parsed only as answers go out",
+    )
 
-    # SSE comment keep-alive interval, seconds (0 disables).
-    sse_keepalive: float = 15.0
-    # A reader that accepts no data for this long is dropped.
-    sse_send_timeout: float = 30.0
+    sse_keepalive: float = Field(15.0, description="seconds between SSE keep-alive comments (0: none)")
+    sse_send_timeout: float = Field(30.0, description="seconds an SSE reader may accept nothing before it is dropped")
 
-    # Milliseconds between the mock agent's scripted steps (legacy paced at 200).
-    mock_pacing_ms: int = 0
+    mock_pacing_ms: int = Field(0, description="milliseconds between the mock agent's steps (legacy: 200)")
 
-    # When set, every session's raw ACP traffic (both directions) is written to
-    # `<transcript_dir>/<session id>.jsonl`, one `{"t", "dir", "msg"}` object per line.
-    transcript_dir: Path | None = None
+    transcript_dir: Path | None = Field(
+        None,
+        description="write each session's raw ACP traffic (both ways) to `<dir>/<session id>.jsonl`, one "
+        '`{"t", "dir", "msg"}` object per line (below)',
+    )
 
-    # Serve Swagger UI at /docs, its assets from the swagger-ui-bundle package (the `docs` extra).
-    docs: bool = False
+    docs: bool = Field(
+        False,
+        description="serve Swagger UI at `/docs`, its scripts from the `swagger-ui-bundle` package (`pip install "
+        "'acp-rest-bridge[docs]'`), nothing from elsewhere",
+    )
 
-    log_level: str = "warning"
-    # `text`, or `json`: one JSON object per log line (with session id and trace id where known).
-    log_format: Literal["text", "json"] = "text"
+    log_level: Annotated[str, Option("--log-level")] = Field(
+        "warning",
+        description="log level (`critical`, `error`, `warning`, `info`, `debug`); `info` also logs agent "
+        "start/stop/exit and install progress",
+    )
+    log_format: Literal["text", "json"] = Field(
+        "text",
+        description="`json`: one JSON object per log line (`time`, `level`, `logger`, `message`, `session_id` and "
+        "`trace_id` where known)",
+    )
 
-    # Webhooks (app/webhooks/): each committed event of these types is POSTed to every URL, signed
-    # with the secret (Standard Webhooks), per session in order, retried with growing delays.
-    webhook_url: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    webhook_secret: str | None = None
-    webhook_events: Annotated[list[str], NoDecode] = Field(default_factory=lambda: list(WEBHOOK_EVENTS))
-    webhook_retry_delay: float = 1.0  # seconds before the first retry, doubled for each next one
-    webhook_retry_max_delay: float = 300.0
-    webhook_attempts: int = 10  # tries of one delivery before it is recorded as failed
-    webhook_timeout: float = 10.0  # seconds one whole try may take (connect, send, the answer's head and body)
-    webhook_queue_limit: int = 10_000  # deliveries waiting per URL; beyond, new ones are dropped (logged)
-    webhook_failed_retention_days: float = 7.0  # deliveries given up are kept this long (0: forever)
+    webhook_url: list[str] = Field(
+        default_factory=list, description="POST each selected event, signed, to these URLs (below)"
+    )
+    webhook_secret: str | None = Field(
+        None, description="the signing secret, `whsec_<base64>` (Standard Webhooks); needed with a URL"
+    )
+    webhook_events: list[str] = Field(
+        default_factory=lambda: list(WEBHOOK_EVENTS),
+        description="event types sent (the agent's exit is an `error` with code `process_exit` and a `session.ended`)",
+    )
+    webhook_retry_delay: float = Field(
+        1.0,
+        description="seconds before the first retry of a failed delivery, doubled for each next one (less up to 20% "
+        "jitter)",
+    )
+    webhook_retry_max_delay: float = Field(300.0, description="longest wait between two tries, seconds")
+    webhook_attempts: int = Field(10, description="tries of one delivery before it is recorded as failed")
+    webhook_timeout: float = Field(
+        10.0, description="seconds one whole try may take (connecting, sending, the answer's head and body)"
+    )
+    webhook_queue_limit: int = Field(
+        10_000, description="deliveries waiting per URL; beyond, new ones for that URL are dropped (counted and logged)"
+    )
+    webhook_failed_retention_days: float = Field(
+        7.0, description="days a delivery given up stays in the outbox (for an operator), then it is deleted (0: kept)"
+    )
 
-    @field_validator("webhook_url", "webhook_events", mode="before")
+    @field_validator("*", mode="before")
     @classmethod
-    def _split_webhook_lists(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            text = value.strip()
-            return json.loads(text) if text.startswith("[") else [p.strip() for p in text.split(",") if p.strip()]
-        return value
-
-    @field_validator("cors_allow_origin", "cors_allow_method", "cors_allow_header", "allowed_hosts", mode="before")
-    @classmethod
-    def _split_commas(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("["):
-                return json.loads(text)
-            return [part.strip() for part in text.split(",") if part.strip()]
-        return value
-
-    @field_validator("fs_roots", mode="before")
-    @classmethod
-    def _split_roots(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("["):
-                return json.loads(text)
-            return [part for part in text.split(os.pathsep) if part]
-        return value
+    def _split_lists(cls, value: Any, info: ValidationInfo) -> Any:
+        """A list setting's variable (a string) becomes its list; flags give lists already."""
+        if not isinstance(value, str) or info.field_name is None:
+            return value
+        field = cls.model_fields[info.field_name]
+        return split_list(value, option(field).separator) if is_list(field) else value
 
     _private_data_dir: Path | None = PrivateAttr(default=None)
 
