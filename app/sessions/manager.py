@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from app.acp.orphans import ProcessRegistry
-from app.acp.process import ExitInfo
 from app.agents.registry import AgentRegistry, AgentSpec
 from app.errors import (
     AgentNotInstalled,
@@ -30,13 +29,14 @@ from app.settings import Settings
 from app.tracing import Tracing
 
 from .config import SessionConfig
+from .deps import SessionDeps
 
 if TYPE_CHECKING:
     # Loaded when a session is first made or restored, not at start: the server answers
     # /v1/health before any of it (and the ACP SDK) is needed.
     from .client_services import ClientServices
     from .fleet import Fleet
-    from .session import EndReason, Session
+    from .session import Session
 
 log = logging.getLogger("acp_rest_bridge.sessions")
 
@@ -64,6 +64,8 @@ class SessionManager:
         self.store = store
         self.services = services
         self.processes = processes
+        # What every session is built with.
+        self.deps = SessionDeps(settings, services, processes, metrics, tracing)
         self._sessions: dict[str, Session] = {}
         self._creating: set[str] = set()
         # Set when the store is shared by a fleet of bridges (``fleet``).
@@ -127,44 +129,23 @@ class SessionManager:
         self, record: dict[str, Any], *, remote: bool = False, log_: SessionEventLog | None = None
     ) -> Session:
         from . import recovery
+        from .saved import SavedSession
         from .session import Session
 
-        info = record["info"]
-        config = SessionConfig(**record["config"])
-        # What the agent reported (model, title) wins, as in SessionInfo.
-        config.model = info.get("model")
-        config.title = info.get("title")
-        try:
-            spec = self.registry.get(config.agent)
-        except UnsupportedAgent:  # an agents-file entry removed since: still listed, never run
-            spec = AgentSpec(config.agent, None)
-        session_id = info["sessionId"]
-        exit_info = record.get("exit")
-        end_reason: EndReason = "error" if record.get("endReason") == "error" else "terminated"
-        log_ = log_ or self.new_log(session_id)
+        saved = SavedSession.read(record, self._spec_of)
+        log_ = log_ or self.new_log(saved.session_id)
         # One still live when the server stopped goes on (``recovery``); an ended one's events
         # are read from the store. One another bridge runs is that bridge's business.
         resumable = None if remote else recovery.adopt(record)
         if resumable is None:
             log_.finish()
-        return Session.restored(
-            session_id,
-            spec,
-            config,
-            log_,
-            cwd=record["cwd"],
-            fs_root=record["fs_root"],
-            settings=self.settings,
-            services=self.services,
-            created_at_ms=int(info["createdAt"]),
-            native_session_id=info.get("nativeSessionId"),
-            end_reason=end_reason,
-            exit_info=ExitInfo(exit_info.get("code"), exit_info.get("signal")) if isinstance(exit_info, dict) else None,
-            processes=self.processes,
-            recovery=resumable,
-            metrics=self.metrics,
-            tracing=self.tracing,
-        )
+        return Session.restored(saved, log_, self.deps, resumable)
+
+    def _spec_of(self, agent: str) -> AgentSpec:
+        try:
+            return self.registry.get(agent)
+        except UnsupportedAgent:  # an agents-file entry removed since: still listed, never run
+            return AgentSpec(agent, None)
 
     async def settle_restored(self) -> None:
         """Restored sessions that were live when the server stopped: what the old agent left open
@@ -287,19 +268,7 @@ class SessionManager:
                 if not os.path.isdir(cwd):
                     raise InvalidRequest(f"directory not found: {cwd}")
             log_ = self.new_log(session_id)
-            session = Session(
-                session_id,
-                spec,
-                config,
-                log_,
-                cwd=cwd,
-                fs_root=fs_root,
-                settings=self.settings,
-                services=self.services,
-                processes=self.processes,
-                metrics=self.metrics,
-                tracing=self.tracing,
-            )
+            session = Session(session_id, spec, config, log_, cwd=cwd, fs_root=fs_root, deps=self.deps)
             await session.start()
             if self.fleet is not None:
                 session.runner = self.fleet.url

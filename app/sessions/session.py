@@ -11,11 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import enum
 import time
-from typing import Any, Literal
+from typing import Any
 
-from app.acp.orphans import ProcessRegistry
 from app.acp.process import AgentProcess, ExitInfo
 from app.acp.sdk import RequestError
 from app.agents.registry import AgentSpec
@@ -24,9 +22,6 @@ from app.events.envelope import dumps
 from app.events.log import SessionEventLog
 from app.events.model import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft, JsonText
 from app.logs import current_session
-from app.metrics import Metrics
-from app.settings import Settings
-from app.tracing import Tracing
 from app.translate.extensions import rpc_error_data
 from app.translate.outgoing import prompt_params
 from app.translate.prompt import Attachment, attachment, prompt_blocks, user_item_parts
@@ -34,42 +29,20 @@ from app.translate.session_translator import MOCK_USER_ITEM, SessionTranslator, 
 
 from . import agent_setup
 from .agent_link import AgentLink
-from .client_services import ClientServices
 from .config import SessionConfig
+from .deps import SessionDeps
 from .permission_requests import Permissions
+from .phases import TRANSITIONS, EndReason, Phase
 from .question_requests import Questions
 from .recovery import Recovery, record_fields
 from .request_book import HumanRequest
+from .saved import SavedSession
 from .terminals import SessionTerminals
 from .turns import Turn, TurnQueue
 
-EndReason = Literal["terminated", "error"]
 RESUME_META = "sandbox-agent/resume"
 # SessionInfo ``_meta`` in a fleet: which bridge runs the session (its advertised address).
 BRIDGE_META = "sandbox-agent/bridge"
-
-
-class Phase(enum.Enum):
-    STARTING = "starting"  # spawning the agent, handshake
-    RUNNING = "running"  # takes messages
-    ENDING = "ending"  # refuses messages; pending requests answered, agent being stopped
-    ENDED = "ended"  # agent stopped (or restored from an earlier run)
-    # Restored from a run that stopped while it was live: no agent until the next message
-    # starts it again (``recovery``).
-    SUSPENDED = "suspended"
-
-
-# The lifecycle's allowed steps; ``Session._set_phase`` refuses any other. A step to the same phase
-# is always allowed (an end noticed twice).
-TRANSITIONS: dict[Phase, frozenset[Phase]] = {
-    # Started; or built from an earlier run's record (suspended or ended); or stopped during start.
-    Phase.STARTING: frozenset({Phase.RUNNING, Phase.SUSPENDED, Phase.ENDED, Phase.ENDING}),
-    Phase.RUNNING: frozenset({Phase.ENDING}),
-    # Its agent started again; found ended after all, or it cannot start again; terminated, shut down.
-    Phase.SUSPENDED: frozenset({Phase.RUNNING, Phase.ENDED, Phase.ENDING}),
-    Phase.ENDING: frozenset({Phase.ENDED}),
-    Phase.ENDED: frozenset(),
-}
 
 
 class Session:
@@ -82,26 +55,22 @@ class Session:
         *,
         cwd: str,
         fs_root: str,
-        settings: Settings,
-        services: ClientServices,
-        processes: ProcessRegistry | None = None,
-        metrics: Metrics | None = None,
-        tracing: Tracing | None = None,
+        deps: SessionDeps,
     ) -> None:
         self.id = session_id
-        self.metrics = metrics
-        self.tracing = tracing
+        self.settings = deps.settings
+        self.services = deps.services
+        self.processes = deps.processes  # where agent and terminal process groups are recorded
+        self.metrics = deps.metrics
+        self.tracing = deps.tracing
         self.spec = spec
         self.config = config
         self.log = log
         self.cwd = cwd
         self.fs_root = fs_root
-        self.settings = settings
-        self.services = services
-        self.processes = processes  # where agent and terminal process groups are recorded
         self.created_at_ms = int(time.time() * 1000)
         # The parts.
-        self.agent = AgentLink(session_id, spec, settings, processes, metrics, tracing)
+        self.agent = AgentLink(session_id, spec, deps.settings, deps.processes, deps.metrics, deps.tracing)
         self.turns = TurnQueue(session_id, self._begin_turn, self._run_turn)
         self.terminals = SessionTerminals()
         self.translator = SessionTranslator(
@@ -139,49 +108,20 @@ class Session:
 
     @classmethod
     def restored(
-        cls,
-        session_id: str,
-        spec: AgentSpec,
-        config: SessionConfig,
-        log: SessionEventLog,
-        *,
-        cwd: str,
-        fs_root: str,
-        settings: Settings,
-        services: ClientServices,
-        created_at_ms: int,
-        native_session_id: str | None,
-        end_reason: EndReason,
-        exit_info: ExitInfo | None,
-        processes: ProcessRegistry | None = None,
-        recovery: Recovery | None = None,
-        metrics: Metrics | None = None,
-        tracing: Tracing | None = None,
+        cls, saved: SavedSession, log: SessionEventLog, deps: SessionDeps, recovery: Recovery | None = None
     ) -> Session:
         """A session of an earlier run on this data dir: listed, readable, no agent. Ended, unless
         it was live when that run stopped (``recovery``): then suspended until its next message."""
-        session = cls(
-            session_id,
-            spec,
-            config,
-            log,
-            cwd=cwd,
-            fs_root=fs_root,
-            settings=settings,
-            services=services,
-            processes=processes,
-            metrics=metrics,
-            tracing=tracing,
-        )
-        session.created_at_ms = created_at_ms
-        session.native_session_id = log.native_session_id = native_session_id
-        session.exit_info = exit_info
+        session = cls(saved.session_id, saved.spec, saved.config, log, cwd=saved.cwd, fs_root=saved.fs_root, deps=deps)
+        session.created_at_ms = saved.created_at_ms
+        session.native_session_id = log.native_session_id = saved.native_session_id
+        session.exit_info = saved.exit_info
         session.persisted = True
         if recovery is not None:
             session.recovery = recovery
             session._set_phase(Phase.SUSPENDED)
         else:
-            session._set_phase(Phase.ENDED, end_reason)
+            session._set_phase(Phase.ENDED, saved.end_reason)
         return session
 
     # ---- lifecycle -----------------------------------------------------------------------
