@@ -27,6 +27,7 @@ from app.translate.hitl_shapes import (
 )
 
 from .held_permissions import HeldRequests
+from .remote import RemoteSession
 from .request_book import HumanRequest, RequestBook, response_raw
 
 if TYPE_CHECKING:
@@ -128,8 +129,11 @@ def remember_tool_calls(session: Session, message: dict[str, Any]) -> None:
 
 
 # ---- HTTP side -----------------------------------------------------------------------------------
-def reply(session: Session, permission_id: str, reply: str) -> None:
-    """``POST .../permissions/{id}/reply`` after the session lookup (legacy §7.1 order)."""
+def reply(session: Session | RemoteSession, permission_id: str, reply: str) -> None:
+    """``POST .../permissions/{id}/reply`` after the session lookup (legacy §7.1 order). A session
+    another bridge runs holds no request here (``forward`` sends the replies of a live one there)."""
+    if isinstance(session, RemoteSession):
+        raise Permissions.unknown(permission_id)
     permissions = session.permissions
     request = permissions.lookup(permission_id)
     if reply == "always":

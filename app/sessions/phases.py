@@ -5,6 +5,9 @@ from __future__ import annotations
 import enum
 from typing import Literal
 
+from app.acp.process import ExitInfo
+from app.errors import AgentProcessExited, BridgeError, InvalidRequest
+
 EndReason = Literal["terminated", "error"]
 
 
@@ -29,3 +32,11 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
     Phase.ENDING: frozenset({Phase.ENDED}),
     Phase.ENDED: frozenset(),
 }
+
+
+def ended_error(agent: str, reason: EndReason | None, exit_info: ExitInfo | None, stderr: str | None) -> BridgeError:
+    """What a request for the agent of an ended session gets: legacy's 400 after a terminate, its
+    500 ``agent_process_exited`` otherwise."""
+    if reason == "terminated":
+        return InvalidRequest("session terminated")
+    return AgentProcessExited(agent, exit_info.code if exit_info else None, stderr)

@@ -30,6 +30,7 @@ from app.translate.hitl_shapes import (
     question_data,
 )
 
+from .remote import RemoteSession
 from .request_book import HumanRequest, RequestBook, response_raw
 
 if TYPE_CHECKING:
@@ -127,15 +128,20 @@ def _lookup(session: Session, question_id: str) -> tuple[Questions, QuestionRequ
     return questions, request
 
 
-def reply(session: Session, question_id: str, answers: list[list[str]]) -> None:
-    """``POST .../questions/{id}/reply`` after the session lookup (legacy §7.2 order)."""
+def reply(session: Session | RemoteSession, question_id: str, answers: list[list[str]]) -> None:
+    """``POST .../questions/{id}/reply`` after the session lookup (legacy §7.2 order). A session
+    another bridge runs holds no request here (``forward`` sends the replies of a live one there)."""
+    if isinstance(session, RemoteSession):
+        raise Questions.unknown(question_id)
     questions, request = _lookup(session, question_id)
     result = _answer_result(request, answers)
     if questions.finish(session, request, result):
         _record_resolved(session, request, first_answer(answers), "answered", result)
 
 
-def reject(session: Session, question_id: str) -> None:
+def reject(session: Session | RemoteSession, question_id: str) -> None:
     """``POST .../questions/{id}/reject``."""
+    if isinstance(session, RemoteSession):
+        raise Questions.unknown(question_id)
     _, request = _lookup(session, question_id)
     _reject(session, request)

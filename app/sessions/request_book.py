@@ -123,8 +123,12 @@ class RequestBook(Generic[Info]):
                     f"unknown {self.kind} id: {public_id}: the request died with {why}; "
                     "it was closed as rejected and can no longer be answered"
                 )
-            raise InvalidRequest(f"unknown {self.kind} id: {public_id}")
+            raise self.unknown(public_id)
         return request
+
+    @classmethod
+    def unknown(cls, public_id: str) -> InvalidRequest:
+        return InvalidRequest(f"unknown {cls.kind} id: {public_id}")
 
     def check_session(self, session: Session, request: HumanRequest[Info]) -> None:
         """Legacy step 4: an ended session drops the entry and refuses (400 terminated / 500 exited)."""

@@ -23,6 +23,7 @@ class SavedSession:
     fs_root: str
     created_at_ms: int
     native_session_id: str | None
+    ended: bool
     end_reason: EndReason  # how it ended, when it did
     exit_info: ExitInfo | None
     info: dict[str, Any]  # the SessionInfo it was saved with
@@ -44,6 +45,7 @@ class SavedSession:
             fs_root=record["fs_root"],
             created_at_ms=int(info["createdAt"]),
             native_session_id=info.get("nativeSessionId"),
+            ended=record.get("endReason") is not None,
             end_reason=end_reason(record),
             exit_info=exit_info(record),
             info=info,

@@ -17,7 +17,7 @@ from typing import Any
 from app.acp.process import AgentProcess, ExitInfo
 from app.acp.sdk import RequestError
 from app.agents.registry import AgentSpec
-from app.errors import AgentProcessExited, InvalidRequest
+from app.errors import InvalidRequest
 from app.events.envelope import dumps
 from app.events.log import SessionEventLog
 from app.events.model import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft, JsonText
@@ -32,17 +32,16 @@ from .agent_link import AgentLink
 from .config import SessionConfig
 from .deps import SessionDeps
 from .permission_requests import Permissions
-from .phases import TRANSITIONS, EndReason, Phase
+from .phases import TRANSITIONS, EndReason, Phase, ended_error
 from .question_requests import Questions
 from .recovery import Recovery, record_fields
+from .remote import BRIDGE_META
 from .request_book import HumanRequest
 from .saved import SavedSession
 from .terminals import SessionTerminals
 from .turns import Turn, TurnQueue
 
 RESUME_META = "sandbox-agent/resume"
-# SessionInfo ``_meta`` in a fleet: which bridge runs the session (its advertised address).
-BRIDGE_META = "sandbox-agent/bridge"
 
 
 class Session:
@@ -99,10 +98,8 @@ class Session:
         # those updates were logged when they happened and are not logged again.
         self.replaying = False
         self.replayed = 0
-        # In a fleet (``fleet``): the advertised address of the bridge that runs the session, and,
-        # when that is another bridge, the SessionInfo it saved last (this bridge serves the events).
+        # In a fleet (``fleet``): this bridge's advertised address, shown in SessionInfo.
         self.runner: str | None = None
-        self.remote_info: dict[str, Any] | None = None
         self._early: list[EventDraft] = []  # recorded during the handshake, logged after session.started
         self._ending: asyncio.Task[None] | None = None
 
@@ -125,10 +122,8 @@ class Session:
         return session
 
     # ---- lifecycle -----------------------------------------------------------------------
-    def _set_phase(self, phase: Phase, reason: EndReason | None = None, *, mirrored: bool = False) -> None:
-        """``mirrored``: the phase of a session another bridge runs, copied from its record (its
-        steps are that bridge's, checked there)."""
-        if not mirrored and phase is not self.phase and phase not in TRANSITIONS[self.phase]:
+    def _set_phase(self, phase: Phase, reason: EndReason | None = None) -> None:
+        if phase is not self.phase and phase not in TRANSITIONS[self.phase]:
             raise RuntimeError(f"session {self.id}: no step from {self.phase.value} to {phase.value}")
         self.phase = phase
         if reason is not None:
@@ -191,14 +186,6 @@ class Session:
         self.log.native_session_id = self.native_session_id
         self._set_phase(Phase.RUNNING)
 
-    def follow_remote(self, record: dict[str, Any], runner: str | None) -> None:
-        """Another bridge of the fleet runs the session (``record`` is what it saved last): this one
-        lists it and serves its events; requests for the agent go to ``runner``. It ended when its
-        record says how (one saved as its bridge stopped is not ended: it goes on elsewhere)."""
-        self.remote_info = record["info"]
-        self.runner = runner
-        self._set_phase(Phase.ENDED if record.get("endReason") is not None else Phase.SUSPENDED, mirrored=True)
-
     def restored_as_ended(self, reason: EndReason) -> None:
         """A suspended session whose log shows that it ended after all (its record was not saved)."""
         self._set_phase(Phase.ENDED, reason)
@@ -214,10 +201,7 @@ class Session:
     # ---- messages and turns ---------------------------------------------------------------
     def check_accepting(self) -> None:
         if self.ended:
-            if self.end_reason == "terminated":
-                raise InvalidRequest("session terminated")
-            code = self.exit_info.code if self.exit_info else None
-            raise AgentProcessExited(self.spec.id, code, self.agent.stderr_text())
+            raise ended_error(self.spec.id, self.end_reason, self.exit_info, self.agent.stderr_text())
 
     def attachment(self, path: str, mime: str | None, filename: str | None) -> Attachment:
         """A message attachment, read from the session's root when relative, shown as given."""
@@ -488,11 +472,6 @@ class Session:
         }
 
     def info(self) -> dict[str, Any]:
-        if self.remote_info is not None:
-            remote = {**self.remote_info, "eventCount": self.log.count, "ended": self.ended}
-            remote["updatedAt"] = max(int(remote.get("updatedAt") or 0), self.log.updated_ns // 1_000_000)
-            remote["_meta"] = {**(remote.get("_meta") or {}), BRIDGE_META: {"url": self.runner}}
-            return remote
         state = self.translator.state
         info: dict[str, Any] = {
             "sessionId": self.id,
