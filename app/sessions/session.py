@@ -77,10 +77,10 @@ class Session:
             user_item=MOCK_USER_ITEM if spec.is_mock else UserItemStyle(),
             tool_style=agent_setup.tool_style(spec),
         )
-        self.permissions = Permissions()
-        self.questions = Questions()
         # Agent requests waiting for an answer (permissions and questions), by JSON-RPC id.
         self.pending: dict[Any, HumanRequest[Any]] = {}
+        self.permissions = Permissions(self.pending)
+        self.questions = Questions(self.pending)
         # The agent's id of the session (session/new).
         self.native_session_id: str | None = None
         # Lifecycle: changed only by ``_set_phase``.
