@@ -160,6 +160,18 @@ class RequestBook(Generic[Info]):
         raise NotImplementedError
 
 
+def cancel(session: SessionHost, pending: dict[Any, HumanRequest[Any]], key: Any) -> bool:
+    """Answer the request waiting under the JSON-RPC id ``key`` with its cancel result (its book
+    records how it ended); False if nothing waits under ``key``."""
+    request = pending.pop(key, None)
+    if request is None:
+        return False
+    if not request.future.done():
+        request.future.set_result(request.cancel_result)
+    request.book.on_cancelled(session, request)
+    return True
+
+
 def response_raw(request: HumanRequest[Any], result: Any) -> dict[str, Any]:
     """The JSON-RPC response the agent receives (kept as the resolved event's raw)."""
     return {"jsonrpc": "2.0", "id": request.request_id, "result": result}

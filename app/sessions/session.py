@@ -1,47 +1,42 @@
 """One legacy session: what it is made of (the constructor), how it starts, takes messages, and ends.
 
 Every part has one job: ``agent`` (``AgentLink``) is the process and its ACP connection; ``turns``
-(``TurnQueue``) the prompts, one at a time; ``translator`` turns ACP traffic into legacy events,
-which ``record`` appends to ``log``; ``permissions``, ``questions`` and ``terminals`` hold what the
-agent asked of the bridge, answered through the shared ``services`` (``ClientServices``).
+(``TurnQueue``) the prompts, one at a time, run by ``prompting``; ``translator`` turns ACP traffic
+into legacy events, which ``record`` appends to ``log``; ``permissions``, ``questions`` and
+``terminals`` hold what the agent asked of the bridge, answered through the shared ``services``
+(``ClientServices``); ``listing`` makes its SessionInfo and saved record. The parts take the session
+as the protocol of what they need (``host.SessionHost``), never as a ``Session``; what every
+session is built with comes in one ``SessionDeps``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import time
+from functools import partial
 from typing import Any
 
 from app.acp.process import AgentProcess, ExitInfo
-from app.acp.sdk import RequestError
 from app.agents.registry import AgentSpec
-from app.errors import InvalidRequest
-from app.events.envelope import dumps
 from app.events.log import SessionEventLog
-from app.events.model import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft, JsonText
+from app.events.model import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft
 from app.logs import current_session
-from app.translate.extensions import rpc_error_data
-from app.translate.outgoing import prompt_params
-from app.translate.prompt import Attachment, attachment, prompt_blocks, user_item_parts
+from app.translate.prompt import Attachment, attachment
 from app.translate.session_translator import MOCK_USER_ITEM, SessionTranslator, UserItemStyle
 
-from . import agent_setup
+from . import agent_setup, listing, prompting, request_book
 from .agent_link import AgentLink
 from .config import SessionConfig
 from .deps import SessionDeps
 from .permission_requests import Permissions
 from .phases import TRANSITIONS, EndReason, Phase, ended_error
 from .question_requests import Questions
-from .recovery import Recovery, record_fields
-from .remote import BRIDGE_META
+from .recovery import Recovery
 from .request_book import HumanRequest
 from .saved import SavedSession
 from .terminals import SessionTerminals
-from .turns import Turn, TurnQueue
-
-RESUME_META = "sandbox-agent/resume"
+from .turns import TurnQueue
 
 
 class Session:
@@ -70,7 +65,7 @@ class Session:
         self.created_at_ms = int(time.time() * 1000)
         # The parts.
         self.agent = AgentLink(session_id, spec, deps.settings, deps.processes, deps.metrics, deps.tracing)
-        self.turns = TurnQueue(session_id, self._begin_turn, self._run_turn)
+        self.turns = TurnQueue(session_id, partial(prompting.begin_turn, self), partial(prompting.run_turn, self))
         self.terminals = SessionTerminals()
         self.translator = SessionTranslator(
             terminal_output=self.terminals.output_of,
@@ -163,13 +158,7 @@ class Session:
         self.agent.watch(self._agent_exited, lambda: self.ended)
         self._set_phase(Phase.RUNNING)
         self.log.native_session_id = self.native_session_id
-        metadata = {
-            "agent": self.config.agent,
-            "agentMode": self.config.agent_mode,
-            "model": self.config.model,
-            "permissionMode": self.config.permission_mode,
-            "variant": self.config.variant,
-        }
+        metadata = listing.started_metadata(self.config)
         self.log.append(EventDraft(SESSION_STARTED, {"metadata": metadata}, synthetic=True, raw=new.raw or None))
         early, self._early = self._early, []
         for draft in early:
@@ -210,117 +199,8 @@ class Session:
     def send_message(
         self, message: str, attachments: list[Attachment], image_data: dict[str, bytes] | None = None
     ) -> str:
-        """Accept a message: its turn starts now (turn.started recorded before returning) or after
-        the turn in flight, since ACP agents take one prompt at a time. Returns the turn's id.
-        ``image_data``: the image attachments already read (``sessions.attachments.read_images``)."""
-        current_session.set(self.id)
-        self.check_accepting()
-        self._check_not_waiting()
-        image_capable = bool(self.agent.prompt_capabilities.get("image"))
-        image_data = image_data or {}
-        turn = self.turns.new_turn(
-            message,
-            prompt_blocks(
-                agent_setup.for_agent(self.agent.setup, message),
-                attachments,
-                image_capable=image_capable,
-                image_data=image_data,
-            ),
-            user_item_parts(attachments),
-        )
-        if self.tracing is not None:
-            turn.trace_parent = self.tracing.current()  # the request's span, also for a turn that waits
-        self.turns.submit(turn)
-        return turn.turn_id
-
-    def _check_not_waiting(self) -> None:
-        """A message is refused while the running turn waits for a person: accepted, it would show
-        nothing until the reply (ACP agents take one prompt at a time), and recorded at once, its
-        turn.started would come before the end of the turn in flight. The turn waits when it has an
-        open request and the agent has said nothing since asking (the legacy mock's demo asks and
-        goes on: that turn does not wait)."""
-        turn = self.turns.current
-        if turn is None:
-            return
-        waiting = [r for r in self.pending.values() if r.turn_id == turn.turn_id and not r.resolved]
-        if waiting and max(r.shown_at for r in waiting) >= self.log.last_sequence:
-            first = min(waiting, key=lambda r: r.shown_at)
-            raise InvalidRequest(
-                f"{turn.turn_id} is waiting for a reply to {first.book.kind} {first.public_id};"
-                " answer it, then send the message"
-            )
-
-    def _begin_turn(self, turn: Turn) -> None:
-        turn.params = prompt_params(self.native_session_id, turn.blocks, turn.turn_id)
-        if self.metrics is not None:
-            turn.started = self.metrics.turn_started(self.spec.id)
-        if self.tracing is not None:
-            turn.span = self.tracing.start_span(
-                "turn", turn.trace_parent, **{"session.id": self.id, "turn.id": turn.turn_id, "agent": self.spec.id}
-            )
-        # The raw of turn.started and of the user's item: serialised here once, not by the store
-        # once for each of the three events.
-        raw = JsonText(dumps({"jsonrpc": "2.0", "method": "session/prompt", "params": turn.params}))
-        self.record(self.translator.turn_started(turn.turn_id, turn.message, turn.user_parts, raw=raw))
-
-    async def _run_turn(self, turn: Turn) -> None:
-        try:
-            if turn.span is None:
-                result = await self.agent.request("session/prompt", turn.params)
-            else:
-                assert self.tracing is not None
-                with self.tracing.use(turn.span):  # the ACP request's span is the turn's child
-                    result = await self.agent.request("session/prompt", turn.params)
-        except RequestError as exc:
-            if not turn.ended:
-                self._turn_failed(turn, exc)
-            return
-        except (ConnectionError, OSError):
-            return  # the agent is gone: the process watcher records what happened
-        finally:
-            self._turn_over(turn, "interrupted")  # when nothing ended it (cancelled, agent gone)
-        if not turn.ended:
-            self._turn_done(turn, result)
-
-    def _turn_over(self, turn: Turn, stop_reason: str) -> None:
-        """Once per turn: its end counted, its span ended."""
-        if turn.counted:
-            return
-        turn.counted = True
-        if self.metrics is not None and turn.started:
-            self.metrics.turn_ended(self.spec.id, stop_reason, turn.started)
-        if turn.span is not None:
-            turn.span.set_attribute("acp.stop_reason", stop_reason)
-            turn.span.end()
-
-    def _prompt_answered(self, turn: Turn, message: dict[str, Any]) -> None:
-        """The agent answered the turn's prompt: what ends the turn is recorded now, in wire order
-        right after the updates read with it (so it is committed and streamed with them), not when
-        the turn's task wakes up. The same values as the ACP SDK gives that task."""
-        if "result" in message:
-            self._turn_done(turn, message["result"])
-            return
-        error = message.get("error") or {}
-        if isinstance(error, dict):
-            self._turn_failed(
-                turn, RequestError(error.get("code", -32603), error.get("message", "Error"), error.get("data"))
-            )
-        # Anything else is left to the SDK and recorded when the turn's task wakes up.
-
-    def _turn_done(self, turn: Turn, result: Any) -> None:
-        turn.ended = True
-        stop = result.get("stopReason") if isinstance(result, dict) else None
-        self._turn_over(turn, stop if isinstance(stop, str) else "unknown")
-        metadata: dict[str, Any] = {"stopReason": stop}
-        if isinstance(result, dict) and isinstance(result.get("_meta"), dict):
-            metadata["meta"] = result["_meta"]
-        self.record(self.translator.turn_ended(turn.turn_id, metadata, raw=turn.response))
-
-    def _turn_failed(self, turn: Turn, exc: RequestError) -> None:
-        turn.ended = True
-        self._turn_over(turn, "error")
-        self.record_one(ERROR, rpc_error_data(exc.code, str(exc), exc.data), synthetic=True, raw=turn.response)
-        self.record(self.translator.turn_ended(turn.turn_id, {"stopReason": "error"}, raw=None))
+        """Accept a message; returns its turn's id (``prompting.send_message``)."""
+        return prompting.send_message(self, message, attachments, image_data)
 
     # ---- AgentObserver: the connection hands over every message, in wire order ----------------
     def on_incoming(self, message: dict[str, Any]) -> None:
@@ -340,7 +220,7 @@ class Session:
         elif "id" in message and ("result" in message or "error" in message):
             turn = self.turns.response_read(message)
             if turn is not None and not turn.ended:
-                self._prompt_answered(turn, message)
+                prompting.prompt_answered(self, turn, message)
         else:
             self.record(self.translator.unparsed("not a JSON-RPC message", "agent.stdout", message))
 
@@ -368,13 +248,7 @@ class Session:
 
     def cancel_one(self, key: Any) -> bool:
         """Answer one waiting request with its cancel result; False if nothing waits under ``key``."""
-        request = self.pending.pop(key, None)
-        if request is None:
-            return False
-        if not request.future.done():
-            request.future.set_result(request.cancel_result)
-        request.book.on_cancelled(self, request)
-        return True
+        return request_book.cancel(self, self.pending, key)
 
     # ---- ending ----------------------------------------------------------------------------
     # Every end goes the same way: (1) phase ending, no more turns; (2) the running turn is
@@ -460,40 +334,7 @@ class Session:
             self.log.save_record(self.saved_record())
 
     def saved_record(self) -> dict[str, Any]:
-        exit_info = self.exit_info
-        return {
-            "info": self.info(),
-            "config": dataclasses.asdict(self.config),
-            "cwd": self.cwd,
-            "fs_root": self.fs_root,
-            "endReason": self.end_reason,
-            "exit": None if exit_info is None else {"code": exit_info.code, "signal": exit_info.signal},
-            **record_fields(self),
-        }
+        return listing.saved_record(self)
 
     def info(self) -> dict[str, Any]:
-        state = self.translator.state
-        info: dict[str, Any] = {
-            "sessionId": self.id,
-            "agent": self.config.agent,
-            "agentMode": state.agent_mode or self.config.agent_mode,
-            "permissionMode": self.config.permission_mode,
-            "model": state.model or self.config.model,
-            "variant": self.config.variant,
-            "nativeSessionId": self.native_session_id,
-            "ended": self.ended,
-            "eventCount": self.log.count,
-            "createdAt": self.created_at_ms,
-            "updatedAt": max(self.created_at_ms, self.log.updated_ns // 1_000_000, state.updated_at_ms or 0),
-            "directory": self.config.directory,
-            "title": state.title if state.title_set else self.config.title,
-        }
-        if self.config.mcp is not None:
-            info["mcp"] = self.config.mcp
-        if self.config.skills is not None:
-            info["skills"] = self.config.skills
-        if self.recovery is not None:  # went through a bridge restart while live
-            info["_meta"] = {RESUME_META: self.recovery.info()}
-        if self.runner is not None:
-            info["_meta"] = {**info.get("_meta", {}), BRIDGE_META: {"url": self.runner}}
-        return info
+        return listing.info(self)

@@ -27,6 +27,8 @@ PARTS = (
     "terminals",
     "held_permissions",
     "turns",
+    "prompting",
+    "listing",
 )
 
 
@@ -190,3 +192,27 @@ def test_the_graph_sees_every_kind_of_import() -> None:
     }
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_session_stays_small() -> None:
+    """``Session`` holds its parts and its lifecycle; the parts do the rest."""
+    lines = len((APP / "sessions" / "session.py").read_text().splitlines())
+    assert lines < 350, f"app/sessions/session.py has {lines} lines"
+
+
+def test_a_phase_changes_only_through_the_transition_table() -> None:
+    """Only ``Session._set_phase`` (which checks ``TRANSITIONS``) sets a session's phase, after the
+    constructor's first one."""
+    setters = []
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(), str(path))
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                targets = node.targets if isinstance(node, ast.Assign) else []
+                if isinstance(node, ast.AugAssign | ast.AnnAssign):
+                    targets = [node.target]
+                if any(isinstance(t, ast.Attribute) and t.attr == "phase" for t in targets):
+                    setters.append(f"{module}.{function.name}")
+    assert sorted(setters) == ["app.sessions.session.__init__", "app.sessions.session._set_phase"]
