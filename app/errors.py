@@ -87,12 +87,15 @@ class InstallFailed(BridgeError):
 class AgentProcessExited(BridgeError):
     error_type, title, status = "agent_process_exited", "Agent Process Exited", 500
 
-    def __init__(self, agent: str, exit_code: int | None = None, stderr: str | None = None) -> None:
+    def __init__(
+        self, agent: str, exit_code: int | None = None, stderr: str | None = None, extra: dict[str, Any] | None = None
+    ) -> None:
         details: dict[str, Any] = {}
         if exit_code is not None:
             details["exitCode"] = exit_code
         if stderr is not None:
             details["stderr"] = stderr
+        details.update(extra or {})
         super().__init__(f"agent process exited: {agent}", agent=agent, details=details or None)
 
 
@@ -134,8 +137,8 @@ class ModeNotSupported(BridgeError):
 class StreamError(BridgeError):
     error_type, title, status = "stream_error", "Stream Error", 502
 
-    def __init__(self, message: str) -> None:
-        super().__init__(f"stream error: {message}", details={"message": message})
+    def __init__(self, message: str, extra: dict[str, Any] | None = None) -> None:
+        super().__init__(f"stream error: {message}", details={"message": message, **(extra or {})})
 
 
 class StorageUnavailable(BridgeError):
@@ -151,8 +154,9 @@ class StorageUnavailable(BridgeError):
 class Timeout(BridgeError):
     error_type, title, status = "timeout", "Timeout", 504
 
-    def __init__(self, message: str | None = None) -> None:
-        super().__init__("timeout", details={"message": message} if message else None)
+    def __init__(self, message: str | None = None, extra: dict[str, Any] | None = None) -> None:
+        details = {**({"message": message} if message else {}), **(extra or {})}
+        super().__init__("timeout", details=details or None)
 
 
 class InternalError(BridgeError):

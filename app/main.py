@@ -113,7 +113,7 @@ class Services:
             node=self.node,
             processes=self.processes,
             metrics=self.metrics,
-            catalog=CatalogSource(settings.acp_registry_url),
+            catalog=CatalogSource(settings.acp_registry_url, allow_http=settings.registry_allow_http),
         )
         self.store = open_store(settings)
         if isinstance(self.store, SqliteEventStore):
@@ -284,6 +284,7 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,  # /docs only with ACP_BRIDGE_DOCS, its assets from a package (api/docs.py)
         redoc_url=None,
+        openapi_url=None,  # served by api/openapi.py, rendered once
         redirect_slashes=False,  # legacy: no trailing-slash tolerance
         **fastapi_options.app_options(),
     )
@@ -456,7 +457,11 @@ def cli(argv: Sequence[str] | None = None) -> None:
 
     open_files = serving.raise_open_file_limit()
     limits = serving.ConnectionLimits(
-        serving.connection_cap(settings.max_connections, open_files), settings.header_timeout, settings.body_timeout
+        serving.connection_cap(settings.max_connections, open_files),
+        settings.header_timeout,
+        settings.body_timeout,
+        settings.write_timeout,
+        max(1, settings.pipeline_limit),
     )
     try:
         services = Services(settings)
@@ -500,7 +505,7 @@ def cli(argv: Sequence[str] | None = None) -> None:
         # As JSON lines, uvicorn's records go to the root logger's handler.
         log_config=None if json_logs else uvicorn.config.LOGGING_CONFIG,
         # httptools with deadlines for request heads and bodies and a cap on connections.
-        http=serving.protocol_class(serving.Connections(limits)),
+        http=serving.protocol_class(serving.Connections(limits, trim_heap)),
     )
     server = uvicorn.Server(config)
     services.stopping = lambda: server.should_exit

@@ -18,6 +18,11 @@ from typing import Any
 HTTP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 TURN_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 COMMIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+# ACP's stop reasons and the bridge's own ("interrupted", "error", "unknown": none given); any other
+# string an agent sends is counted as "other" (a label of its own each time would grow without bound).
+STOP_REASONS = frozenset(
+    ("end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "interrupted", "error", "unknown")
+)
 
 
 class Histogram:
@@ -48,6 +53,16 @@ class Histogram:
         return sum(self.counts)
 
 
+# ACP's token counts -> the `kind` label of acp_bridge_tokens_total (a fixed set).
+TOKEN_KINDS = {
+    "inputTokens": "input",
+    "outputTokens": "output",
+    "cachedReadTokens": "cached_read",
+    "cachedWriteTokens": "cached_write",
+    "thoughtTokens": "thought",
+}
+
+
 def add(counter: dict[Any, int], key: Hashable, amount: int = 1) -> None:
     counter[key] = counter.get(key, 0) + amount
 
@@ -67,6 +82,9 @@ class Metrics:
         self.events_committed = 0
         self.commit_seconds = Histogram(COMMIT_BUCKETS)  # from an event's append to its commit
         self.webhook_deliveries: dict[str, int] = {}  # outcome
+        # What agents said their turns used: tokens by agent and kind, cost in USD by agent.
+        self.tokens: dict[tuple[str, str], int] = {}  # agent, kind (TOKEN_KINDS)
+        self.cost_usd: dict[str, float] = {}  # agent
 
     # ---- sessions ----------------------------------------------------------------------------
     def turn_started(self, agent: str) -> float:
@@ -74,8 +92,19 @@ class Metrics:
         return time.monotonic()
 
     def turn_ended(self, agent: str, stop_reason: str, started: float) -> None:
-        add(self.turns_ended, (agent, stop_reason))
+        # The agent chooses the string: one it may not invent labels without bound.
+        add(self.turns_ended, (agent, stop_reason if stop_reason in STOP_REASONS else "other"))
         self.turn_seconds.observe(time.monotonic() - started)
+
+    def turn_usage(self, agent: str, tokens: dict[str, int] | None, cost: tuple[float, str] | None) -> None:
+        """A turn's token counts (ACP's names) and cost, as its agent told them. Only USD costs are
+        summed (one currency, one bounded series per agent)."""
+        for key, kind in TOKEN_KINDS.items():
+            count = (tokens or {}).get(key)
+            if count:
+                add(self.tokens, (agent, kind), count)
+        if cost is not None and cost[1] == "USD":
+            self.cost_usd[agent] = self.cost_usd.get(agent, 0.0) + cost[0]
 
     def agent_started(self, agent: str) -> None:
         add(self.agents_started, agent)

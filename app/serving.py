@@ -1,19 +1,31 @@
-"""The server's connections, under uvicorn: how many may be open, how long a request head and a
-stalled body may take, and the open-file limit they draw on.
+"""The server's connections, under uvicorn: how many may be open, how long a request head, a
+stalled body and a stalled write may take, how many pipelined requests wait, and the open-file
+limit they draw on.
 
 uvicorn closes a connection that never sends a request only when its client does, so a thousand
-idle sockets use up every descriptor and lock everyone out. ``GuardedHttpTools`` is uvicorn's
-httptools protocol (given to uvicorn as its ``http`` class) with, per connection:
+idle sockets use up every descriptor and lock everyone out; it parses every request a client
+pipelines into a queued request of its own, and writes answers to a client that never reads into
+memory without limit. ``GuardedHttpTools`` is uvicorn's httptools protocol (given to uvicorn as its
+``http`` class) with, per connection:
 
 - a deadline for a complete request head (from the connection's start, or from the first byte of a
   later request on a kept-alive connection): past it the connection is closed;
 - a deadline for body progress: a request whose body stops arriving for that long is closed (not
   while the server itself does not read, or waits to send ``100 Continue``);
-- a cap on open connections. At the cap, the connection that has been idle longest (no request
-  running: it has not sent a complete head yet, or waits between requests) is closed to make room,
-  if it has been idle for ``IDLE_GRACE``; otherwise the new connection is refused at once. So a
-  flood of idle connections cannot keep a client out whose requests come quickly, and a client's
-  new connection is not closed while it is sending its first request;
+- a deadline for write progress: a connection whose transport is paused (its buffer over the
+  high-water mark, or, once an answer is complete, holding anything of it) and whose buffer has not
+  shrunk for that long is aborted (its data dropped). The next pipelined request starts only once
+  the previous answer has gone, so a client that never reads holds one answer at most; the kernel
+  keeps at most ``UNSENT_LIMIT`` bytes unsent per connection;
+- a bound on pipelined requests: once ``pipeline_limit`` wait behind the running one, what the client
+  sent beyond them is kept unparsed (reading stops) until answers go out; more than ``HELD_LIMIT``
+  bytes of it close the connection;
+- a cap on open connections. At the cap, the connection stuck writing longest (its reader has
+  taken nothing for ``STUCK_GRACE``) is closed to make room, else the one idle longest (no request
+  running: it has not sent a complete head yet, or waits between requests) if it has been so for
+  ``IDLE_GRACE``; otherwise the new connection is refused at once. So a flood of idle connections or of readers
+  that never read cannot keep a client out whose requests come quickly, and a client's new
+  connection is not closed while it is sending its first request;
 - ``scope["extensions"]["acp-rest-bridge.abort"]``: closes the connection at once, unsent data
   dropped, for a response that gives up on its reader (``api/sse.py``).
 
@@ -25,7 +37,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+import socket
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -37,11 +51,22 @@ log = logging.getLogger("acp_rest_bridge.connections")
 
 # A connection idle for less than this is not closed to make room (it may be sending its request).
 IDLE_GRACE = 1.0
+# A connection whose reader has taken nothing for this long may be closed to make room (a client
+# that reads takes what it is sent within milliseconds).
+STUCK_GRACE = 0.25
 # At most one log line per this many seconds.
 LOG_INTERVAL = 10.0
 # With no cap set: this share of the open-file limit, the rest left to agents, terminals and files.
 AUTO_SHARE = 0.5
 AUTO_MAX = 10_000
+# After this many connections closed, freed memory is handed back to the system, this many
+# seconds later (the closes of a flood come together).
+TRIM_AFTER = 256
+TRIM_DELAY = 2.0
+# Bytes the kernel keeps unsent per connection (TCP_NOTSENT_LOWAT).
+UNSENT_LIMIT = 64 * 1024
+# Bytes a client may have sent beyond the pipelined requests it waits for before it is closed.
+HELD_LIMIT = 64 * 1024
 
 
 def raise_open_file_limit() -> int:
@@ -65,35 +90,70 @@ def connection_cap(setting: int, open_files: int) -> int:
     return max(16, min(AUTO_MAX, int(open_files * AUTO_SHARE)))
 
 
+def limit_unsent(transport: asyncio.BaseTransport) -> None:
+    """Bound what the kernel keeps unsent for a connection: without it, its send buffer grows (to
+    4 MB by default on Linux) for a reader that never reads, and the server goes on writing answers
+    into it. Data in flight is not limited, so a fast reader far away is not slowed."""
+    sock = transport.get_extra_info("socket")
+    option = getattr(socket, "TCP_NOTSENT_LOWAT", None)
+    if sock is None or option is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, option, UNSENT_LIMIT)
+    except OSError:  # not TCP after all, or an older kernel
+        pass
+
+
 @dataclass
 class ConnectionLimits:
     max_connections: int
     header_timeout: float
     body_timeout: float
+    write_timeout: float = 30.0
+    pipeline_limit: int = 4
 
 
 class Connections:
-    """What every connection of the server shares: the count, the idle ones (oldest first), the
-    counters of the log line."""
+    """What every connection of the server shares: the count, the idle ones and the ones stuck
+    writing (oldest first), the counters of the log line."""
 
-    def __init__(self, limits: ConnectionLimits) -> None:
+    def __init__(self, limits: ConnectionLimits, trim: Callable[[], None] | None = None) -> None:
         self.limits = limits
+        # Hands freed memory back to the system (``malloc_trim``), run in a thread once many
+        # connections have closed: what a flood of them held is not kept by the process.
+        self.trim = trim
+        self._closed = 0
+        self._trim_timer: asyncio.TimerHandle | None = None
         self.open = 0
         self.idle: OrderedDict[GuardedHttpTools, float] = OrderedDict()  # -> idle since (loop time)
-        self.counts = {"refused": 0, "made room": 0, "head": 0, "body": 0}
+        self.stuck: OrderedDict[GuardedHttpTools, float] = OrderedDict()  # -> writes waiting since
+        self.counts = {"refused": 0, "made room": 0, "stuck made room": 0, "head": 0, "body": 0, "write": 0, "held": 0}
         self.totals = dict(self.counts)
         self._flush: asyncio.TimerHandle | None = None
         self._last_line = float("-inf")
 
     def admit(self, connection: GuardedHttpTools, now: float) -> bool:
         if self.open >= self.limits.max_connections:
-            oldest = next(iter(self.idle.items()), None)
-            if oldest is None or now - oldest[1] < IDLE_GRACE:
+            # A connection whose reader takes nothing goes first (the oldest of them), then the one
+            # idle longest: an idle kept-alive connection is a client that reads, and closing it races
+            # with its next request.
+            idle = next(iter(self.idle.items()), None)
+            stuck = next(iter(self.stuck.items()), None)
+            if idle is not None and now - idle[1] < IDLE_GRACE:
+                idle = None
+            if stuck is not None and now - stuck[1] < STUCK_GRACE:
+                stuck = None
+            if idle is None and stuck is None:
                 self.note("refused")
                 return False
-            self.release(oldest[0])  # counted out now: its close is reported later
-            oldest[0].close_idle()
-            self.note("made room")
+            if stuck is not None:
+                self.release(stuck[0])
+                stuck[0].abort()  # what its reader has not taken is dropped
+                self.note("stuck made room")
+            elif idle is not None:
+                self.release(idle[0])  # counted out now: its close is reported later
+                idle[0].close_idle()
+                self.note("made room")
         self.open += 1
         connection.counted = True
         self.idle[connection] = now
@@ -103,7 +163,17 @@ class Connections:
         if connection.counted:
             connection.counted = False
             self.open -= 1
+            self._closed += 1
+            if self._closed >= TRIM_AFTER and self._trim_timer is None and self.trim is not None:
+                self._trim_timer = asyncio.get_running_loop().call_later(TRIM_DELAY, self._trim_heap)
         self.idle.pop(connection, None)
+        self.stuck.pop(connection, None)
+
+    def _trim_heap(self) -> None:
+        self._trim_timer = None
+        self._closed = 0
+        if self.trim is not None:
+            asyncio.get_running_loop().run_in_executor(None, self.trim)
 
     def busy(self, connection: GuardedHttpTools) -> None:
         self.idle.pop(connection, None)
@@ -112,6 +182,13 @@ class Connections:
         if connection.counted:
             self.idle[connection] = now
             self.idle.move_to_end(connection)
+
+    def writing_stuck(self, connection: GuardedHttpTools, now: float) -> None:
+        if connection.counted:
+            self.stuck[connection] = now
+
+    def writing_again(self, connection: GuardedHttpTools) -> None:
+        self.stuck.pop(connection, None)
 
     def note(self, what: str) -> None:
         self.counts[what] += 1
@@ -132,18 +209,27 @@ class Connections:
             parts.append(f"{counts['refused']} refused at the cap of {limits.max_connections} open connections")
         if counts["made room"]:
             parts.append(f"{counts['made room']} idle ones closed to make room at the cap")
+        if counts["stuck made room"]:
+            parts.append(f"{counts['stuck made room']} whose reader took nothing closed to make room at the cap")
         if counts["head"]:
             parts.append(f"{counts['head']} closed without a complete request head in {limits.header_timeout:g} s")
         if counts["body"]:
             parts.append(f"{counts['body']} closed with a request body stalled for {limits.body_timeout:g} s")
+        if counts["write"]:
+            parts.append(f"{counts['write']} closed whose reader took nothing for {limits.write_timeout:g} s")
+        if counts["held"]:
+            parts.append(
+                f"{counts['held']} closed with over {HELD_LIMIT // 1024} KiB of requests pipelined behind "
+                f"{limits.pipeline_limit} unanswered ones"
+            )
         if parts:
-            settings = "ACP_BRIDGE_MAX_CONNECTIONS, ..._HEADER_TIMEOUT, ..._BODY_TIMEOUT"
+            settings = "ACP_BRIDGE_MAX_CONNECTIONS, ..._HEADER_TIMEOUT, ..._BODY_TIMEOUT, ..._WRITE_TIMEOUT"
             log.warning("connections: %s (%s)", "; ".join(parts), settings)
 
 
 class GuardedHttpTools(HttpToolsProtocol):
-    """uvicorn's httptools protocol with the deadlines and the cap above (``protocol_class`` gives
-    it its ``Connections`` as ``guard``)."""
+    """uvicorn's httptools protocol with the deadlines, bounds and cap above (``protocol_class``
+    gives it its ``Connections`` as ``guard``)."""
 
     guard: ClassVar[Connections]
     admitted = False
@@ -152,6 +238,15 @@ class GuardedHttpTools(HttpToolsProtocol):
     body_deadline: asyncio.TimerHandle | None = None
     body_seen = 0.0
     body_done = True
+    # Writes: the deadline's timer, when the buffer last shrank, its size then.
+    write_deadline: asyncio.TimerHandle | None = None
+    write_seen = 0.0
+    write_left = 0
+    # What the client sent beyond ``pipeline_limit`` waiting requests, not parsed yet.
+    held = b""
+    # The running answer has been written, not yet taken by the reader: the next pipelined request
+    # starts when it has.
+    complete_pending = False
 
     # ---- the connection ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -160,6 +255,7 @@ class GuardedHttpTools(HttpToolsProtocol):
             return
         self.admitted = True
         super().connection_made(transport)
+        limit_unsent(transport)
         self._arm_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -168,11 +264,41 @@ class GuardedHttpTools(HttpToolsProtocol):
         self.admitted = False
         self.guard.release(self)
         self._cancel_deadlines()
+        self.held = b""
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self.admitted:
-            super().data_received(data)
+        if not self.admitted:
+            return
+        if self.held:  # reading was resumed (a request's receive) while requests wait: keep it too
+            self._hold(self.held + data)
+            return
+        self._parse(data)
+
+    def _hold(self, data: bytes) -> None:
+        self.flow.pause_reading()
+        if len(data) > HELD_LIMIT:
+            self.held = b""
+            self.guard.note("held")
+            self.transport.abort()
+            return
+        self.held = data
+
+    def _parse(self, data: bytes) -> None:
+        """Parse ``data``, one request head at a time (split after each blank line) so that parsing
+        stops once ``pipeline_limit`` requests wait; the rest is held, unparsed."""
+        limit = self.guard.limits.pipeline_limit
+        start, end = 0, len(data)
+        while start < end:
+            if len(self.pipeline) >= limit:
+                self._hold(data[start:])
+                return
+            cut = data.find(b"\r\n\r\n", start)
+            stop = end if cut < 0 else cut + 4
+            super().data_received(data if start == 0 and stop == end else data[start:stop])
+            if not self.admitted or self.transport.is_closing():
+                return
+            start = stop
 
     def close_idle(self) -> None:
         """Closed to make room for a new connection."""
@@ -241,17 +367,78 @@ class GuardedHttpTools(HttpToolsProtocol):
             return
         self.body_deadline = self.loop.call_later(left, self._body_check)
 
+    # ---- writes -------------------------------------------------------------------------------
+    def pause_writing(self) -> None:
+        """The transport's buffer is over its high-water mark (or, after an answer, holds anything):
+        the write deadline runs."""
+        super().pause_writing()
+        if not self.admitted:
+            return
+        now = self.write_seen = self.loop.time()
+        self.write_left = self.transport.get_write_buffer_size()
+        self.guard.writing_stuck(self, now)
+        if self.write_deadline is None:
+            self.write_deadline = self.loop.call_later(self.guard.limits.write_timeout, self._write_check)
+
+    def resume_writing(self) -> None:
+        """The buffer is down to its low-water mark (all of it, after an answer)."""
+        super().resume_writing()
+        if not self.admitted:
+            return
+        self.guard.writing_again(self)
+        if self.complete_pending:
+            self.transport.set_write_buffer_limits()  # back to the defaults while an answer streams
+            self.complete_pending = False
+            self._response_complete()
+
+    def _write_check(self) -> None:
+        """One timer per stuck write: looked at every ``write_timeout``; the connection is aborted
+        when its buffer did not shrink since the last look."""
+        self.write_deadline = None
+        if not self.admitted or not self.flow.write_paused:
+            return
+        now = self.loop.time()
+        left = self.transport.get_write_buffer_size()
+        if left < self.write_left:  # the reader took some: progress
+            self.write_left = left
+            self.write_seen = now
+        due = self.write_seen + self.guard.limits.write_timeout
+        if due <= now:
+            self.guard.note("write")
+            self.transport.abort()
+            return
+        self.write_deadline = self.loop.call_at(due, self._write_check)
+
     # ---- between requests ---------------------------------------------------------------------
     def on_response_complete(self) -> None:
+        if self.admitted and not self.transport.is_closing() and self.transport.get_write_buffer_size():
+            # What is left of the answer goes before anything else: the transport pauses until all
+            # of it has (high-water mark 0; the write deadline runs meanwhile), and the next
+            # pipelined request waits for that (``resume_writing``). So a reader that never reads
+            # holds one answer at most, and is never idle while it does.
+            self.complete_pending = True
+            self.transport.set_write_buffer_limits(high=0)
+            if self.flow.write_paused:
+                return
+            self.complete_pending = False  # (a transport that did not pause: nothing waits)
+            self.transport.set_write_buffer_limits()
+        self._response_complete()
+
+    def _response_complete(self) -> None:
         super().on_response_complete()
-        if self.admitted and not self.transport.is_closing() and not self.pipeline:
+        if not self.admitted or self.transport.is_closing():
+            return
+        if self.held:  # uvicorn resumed reading: parse what was held, as far as the bound allows
+            held, self.held = self.held, b""
+            self._parse(held)
+        if not self.pipeline and self.cycle is not None and self.cycle.response_complete:
             self.guard.idle_again(self, self.loop.time())
 
     def _cancel_deadlines(self) -> None:
-        for handle in (self.head_deadline, self.body_deadline):
+        for handle in (self.head_deadline, self.body_deadline, self.write_deadline):
             if handle is not None:
                 handle.cancel()
-        self.head_deadline = self.body_deadline = None
+        self.head_deadline = self.body_deadline = self.write_deadline = None
 
 
 def protocol_class(connections: Connections) -> type[GuardedHttpTools]:

@@ -48,10 +48,13 @@ class Settings(BaseSettings):
     # Where the ACP registry's catalog is refreshed from (at start, then hourly when agents are
     # listed); empty: only the snapshot shipped with the package.
     acp_registry_url: str = "https://cdn.agentclientprotocol.com/registry/v1/latest/registry.json"
+    # Plain-http catalogs and archive downloads (and redirects to them) are refused unless allowed.
+    registry_allow_http: bool = False
     # Seconds an agent install (`npm install` of its ACP adapter) may take (0: no limit).
     install_timeout: float = 600.0
-    # Without npm on PATH, the first agent install installs Node.js with pip (app/agents/node.py).
-    node_on_demand: bool = False
+    # Without npm on PATH, or for an adapter whose `engines.node` the system's Node.js does not meet,
+    # an agent install brings the bridge's own Node.js with pip (app/agents/node.py).
+    node_on_demand: bool = True
 
     # Seconds allowed for `initialize` + `session/new` before create answers 504.
     agent_start_timeout: float = 30.0
@@ -88,8 +91,9 @@ class Settings(BaseSettings):
     # Bytes of events waiting for the disk (a full or failing disk) beyond which new events are
     # refused (and counted in an `error` event once the disk writes again).
     event_backlog_bytes: int = 256 * 1024 * 1024
-    # A PostgreSQL database (`postgresql://user:password@host/db`) as the event store instead of the
-    # data dir's SQLite file: bridges on one database are a fleet (any bridge serves any session).
+    # A PostgreSQL database (`postgresql://user@host/db`, the password from libpq's PGPASSFILE) as the
+    # event store instead of the data dir's SQLite file: bridges on one database are a fleet (any
+    # bridge serves any session).
     database_url: str | None = None
     # The address other bridges of the fleet reach this one at (`http://host:port`), named in
     # session listings; requests for a session this bridge runs are forwarded here.
@@ -108,6 +112,10 @@ class Settings(BaseSettings):
     max_connections: int = 0
     header_timeout: float = 15.0
     body_timeout: float = 30.0
+    # Seconds a response's writes may make no progress (the reader takes nothing) before the
+    # connection is closed; pipelined requests that may wait per connection, unparsed beyond.
+    write_timeout: float = 30.0
+    pipeline_limit: int = 4
 
     # SSE comment keep-alive interval, seconds (0 disables).
     sse_keepalive: float = 15.0

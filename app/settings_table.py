@@ -45,9 +45,12 @@ MEANING: dict[str, str] = {
     "(below)",
     "acp_registry_url": "the ACP registry's catalog (`registry.json`), fetched at start and hourly; its agents are "
     "listed beside the legacy ids (below); empty: the snapshot shipped with the package",
+    "registry_allow_http": "allow plain-http ACP registry catalogs and archive downloads, and redirects to them "
+    "(refused by default: a catalog says what runs)",
     "install_timeout": "seconds one agent install (`npm install`) may take (0: no limit)",
-    "node_on_demand": "without npm on PATH, the first agent install installs Node.js (24 LTS, with pip) into the "
-    "cache dir (on in the Docker image)",
+    "node_on_demand": "when npm is not on PATH, or an adapter's `engines.node` wants a newer Node.js than the "
+    "system's, the agent install brings the bridge's own (24 LTS, with pip, into the cache dir), used for the agents "
+    "that need it; `0`: never (the install then fails naming what it needs)",
     "agent_start_timeout": "seconds an agent has for `initialize` and `session/new` before create answers 504",
     "agent_kill_grace": "seconds between SIGTERM and SIGKILL when an agent's process group is stopped",
     "cancel_grace": "seconds a terminate waits for the agent to answer `session/cancel`",
@@ -65,8 +68,9 @@ MEANING: dict[str, str] = {
     "event_tail_bytes": "... and at most this many bytes of them",
     "event_backlog_bytes": "most bytes of events waiting for a disk that cannot write; beyond, new events are dropped "
     "and counted in an `error` event (below)",
-    "database_url": "a PostgreSQL database (`postgresql://user:password@host/db`) as the event store instead of "
-    "SQLite in the data dir; bridges on one database are a fleet: any bridge serves any session (below)",
+    "database_url": "a PostgreSQL database (`postgresql://user@host/db`; the password from libpq's `PGPASSFILE`, "
+    "`~/.pgpass` or `PGPASSWORD`, never on the command line) as the event store instead of SQLite in the data dir; "
+    "bridges on one database are a fleet: any bridge serves any session (below)",
     "advertise_url": "where the other bridges of the fleet reach this one (`http://host:port`); named in listings, "
     "requests for the sessions it runs are forwarded there (below)",
     "lease_seconds": "seconds a bridge's hold on a session it runs lasts unrenewed; after a crash another bridge "
@@ -78,6 +82,10 @@ MEANING: dict[str, str] = {
     "header_timeout": "seconds a connection has for a complete request head (from its start, or a later request's "
     "first byte)",
     "body_timeout": "seconds a request body may stop arriving before the connection is closed",
+    "write_timeout": "seconds a response's writes may make no progress (its reader takes nothing) before the "
+    "connection is closed, unsent data dropped",
+    "pipeline_limit": "pipelined requests that may wait behind a running one per connection; what the client sends "
+    "beyond them is read and parsed only as answers go out",
     "sse_keepalive": "seconds between SSE keep-alive comments (0: none)",
     "sse_send_timeout": "an SSE reader that accepts nothing this long is dropped",
     "mock_pacing_ms": "pause between the mock agent's steps (legacy: 200)",
@@ -123,6 +131,8 @@ def _default(name: str, field: Any) -> str:
         return "none"
     if value is False:
         return "off"
+    if value is True:
+        return "on"
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return f"`{value}`"

@@ -48,9 +48,11 @@ STARTUP_LINE = re.compile(r"acp-rest-bridge listening on (http://[^;\s\"]+);")
 
 
 @contextmanager
-def bridge(data_dir: Path, *args: str, env: dict[str, str] | None = None, root: Path = ROOT) -> Iterator[Server]:
+def bridge(
+    data_dir: Path, *args: str, env: dict[str, str] | None = None, root: Path = ROOT, lines: list[str] | None = None
+) -> Iterator[Server]:
     """A bridge server on a port it picks (read from its start-up line), run from the source tree
-    ``root`` (another checkout to compare versions). Its stderr goes on to ours."""
+    ``root`` (another checkout to compare versions). Its stderr goes on to ours (and into ``lines``)."""
     argv = [sys.executable, "-m", "app", "server", "--port", "0", "--data-dir", str(data_dir), *args]
     full_env = {"ACP_BRIDGE_MAX_SESSIONS": "0", **os.environ, **(env or {})}  # benchmarks run hundreds
     # Loopback only: the ACP registry's published catalog is not fetched unless a URL is given.
@@ -66,6 +68,8 @@ def bridge(data_dir: Path, *args: str, env: dict[str, str] | None = None, root: 
         for raw in proc.stderr:
             line = raw.decode(errors="replace")
             sys.stderr.write(line)
+            if lines is not None:
+                lines.append(line)
             match = None if announced else STARTUP_LINE.search(line)
             if match:
                 announced = True

@@ -16,6 +16,7 @@ import contextvars
 import json
 import logging
 from collections import deque
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -45,8 +46,10 @@ _SENT_IDS: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("ac
 class AgentObserver(Protocol):
     """What the session layer provides to a connection."""
 
-    def on_incoming(self, message: dict[str, Any]) -> None:
-        """Every JSON-RPC message from the agent, in wire order. Must not await."""
+    def on_incoming(self, message: dict[str, Any]) -> Awaitable[None] | None:
+        """Every JSON-RPC message from the agent, in wire order. Must not await; it may return an
+        awaitable (bounded in time) that finishes handling the message: the next message is read
+        only once it is done (a file read for an exact diff)."""
 
     def on_unparsed_line(self, line: bytes, error: str) -> None:
         """A stdout line that is not a JSON-RPC message."""
@@ -125,6 +128,8 @@ class ObservedTransport:
         self.eof = asyncio.Event()
         # Wire transcript, when enabled: written before the message is handled or sent.
         self.transcript: TranscriptWriter | None = None
+        # What the observer still does with the message just delivered (awaited before the next).
+        self._held: Awaitable[None] | None = None
 
     async def _next_line(self) -> bytes | None:
         """The next stdout line (without its newline); None at EOF. Reads whatever the pipe holds
@@ -185,7 +190,10 @@ class ObservedTransport:
         while True:
             if self._batch:
                 message = self._batch.popleft()
-                if self._deliver(message):
+                needed = self._deliver(message)
+                if self._held is not None:
+                    await self._finish(message)
+                if needed:
                     return message
                 continue
             line = self._lines.popleft() if self._lines else await self._next_line()
@@ -218,7 +226,10 @@ class ObservedTransport:
             # A CR (legal JSON whitespace) would end an SSE line: such a message is serialised anew.
             if text is not None and "\r" not in text:
                 message.json_text = text
-            if self._deliver(message):
+            needed = self._deliver(message)
+            if self._held is not None:
+                await self._finish(message)
+            if needed:
                 return message
 
     def _deliver(self, message: dict[str, Any]) -> bool:
@@ -227,13 +238,22 @@ class ObservedTransport:
         if self.transcript is not None:
             self.transcript.write(AGENT_TO_CLIENT, message)
         try:
-            self._observer.on_incoming(message)
+            self._held = self._observer.on_incoming(message)
         except Exception as exc:
             # The receive loop is the SDK's: an exception here would end it silently and the session
             # would hang. The message is recorded as unparsed instead, and the loop goes on.
             log.exception("handling a message from the agent failed: %.200s", _preview(message))
             self._unparsed(_encode(message), f"the bridge failed to handle this message: {type(exc).__name__}: {exc}")
         return "id" in message or "method" not in message
+
+    async def _finish(self, message: dict[str, Any]) -> None:
+        """The rest of the observer's handling of ``message``, before the next message is read."""
+        held, self._held = self._held, None
+        try:
+            await cast(Awaitable[None], held)
+        except Exception as exc:
+            log.exception("handling a message from the agent failed: %.200s", _preview(message))
+            self._unparsed(_encode(message), f"the bridge failed to handle this message: {type(exc).__name__}: {exc}")
 
     def _unparsed(self, line: bytes, error: str) -> None:
         try:
@@ -440,10 +460,10 @@ class _Correlator:
         self._observer = observer
         self._connection = connection
 
-    def on_incoming(self, message: dict[str, Any]) -> None:
+    def on_incoming(self, message: dict[str, Any]) -> Awaitable[None] | None:
         if "method" in message and "id" in message:
             self._connection._remember_request(message)
-        self._observer.on_incoming(message)
+        return self._observer.on_incoming(message)
 
     def on_unparsed_line(self, line: bytes, error: str) -> None:
         self._observer.on_unparsed_line(line, error)

@@ -51,6 +51,8 @@ class BinaryTarget:
     cmd: str
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    # As the catalog wrote it (``expected_sha256`` checks it at install: one present but malformed
+    # fails the install, never goes unchecked).
     sha256: str | None = None
 
 
@@ -78,6 +80,21 @@ class CatalogAgent:
         if self.uvx is not None:
             return "uvx"
         return None
+
+    def package_names(self) -> tuple[str, ...]:
+        """The npm and PyPI packages it is distributed as, without their versions."""
+        names = []
+        if self.npx is not None:
+            at = self.npx.package.rfind("@")
+            names.append(self.npx.package[:at] if at > 0 else self.npx.package)
+        if self.uvx is not None:
+            names.append(re.split(r"[@=<>~!\[ ]", self.uvx.package, maxsplit=1)[0])
+        return tuple(names)
+
+    def program_names(self) -> tuple[str, ...]:
+        """The programs its binary archives hold (``cmd`` without its folders and ``.exe``)."""
+        found = {t.cmd.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".exe") for t in self.binary.values()}
+        return tuple(sorted(found))
 
     def to_json(self) -> dict[str, Any]:
         dist: dict[str, Any] = {}
@@ -133,8 +150,37 @@ def _target(value: Any) -> BinaryTarget | None:
     archive, cmd, digest = value.get("archive"), value.get("cmd"), value.get("sha256")
     if not isinstance(archive, str) or not isinstance(cmd, str) or not archive or not cmd:
         return None
-    sha256 = digest.lower() if isinstance(digest, str) and len(digest) == 64 else None
+    sha256 = None if digest is None else digest.strip() if isinstance(digest, str) else json.dumps(digest)
     return BinaryTarget(archive, cmd, _strings(value.get("args")), _env(value.get("env")), sha256)
+
+
+def expected_sha256(value: str) -> str:
+    """The digest a catalog's ``sha256`` names: 64 hex digits, optionally written ``sha256:<hex>``;
+    ValueError for anything else."""
+    text = value.strip()
+    if text[:7].lower() == "sha256:":
+        text = text[7:]
+    if len(text) != 64 or any(c not in "0123456789abcdefABCDEF" for c in text):
+        raise ValueError(f"malformed sha256 {value[:100]!r}: not 64 hexadecimal digits")
+    return text.lower()
+
+
+class PlainHttpRefused(Exception):
+    """A plain-http URL (or a redirect to one) where only https is allowed."""
+
+
+def https_only(allow_http: bool) -> dict[str, list[Any]]:
+    """httpx ``event_hooks`` that refuse a request to a plain-http URL, redirects included (each
+    hop's request goes through them), unless ``allow_http``."""
+
+    async def check(request: Any) -> None:
+        if request.url.scheme != "https" and not allow_http:
+            raise PlainHttpRefused(
+                f"{request.url.copy_with(query=None, fragment=None)} is not https "
+                "(set ACP_BRIDGE_REGISTRY_ALLOW_HTTP=1 to allow plain-http registries and downloads)"
+            )
+
+    return {"request": [check]}
 
 
 def _package_json(package: PackageDistribution) -> dict[str, Any]:
@@ -217,8 +263,9 @@ class CatalogSource:
     each time a refresh from ``url`` succeeds (at start, then at most every ``every`` seconds, in
     the background). A failed refresh is logged and changes nothing."""
 
-    def __init__(self, url: str | None, timeout: float = 10.0, every: float = 3600.0) -> None:
+    def __init__(self, url: str | None, timeout: float = 10.0, every: float = 3600.0, allow_http: bool = False) -> None:
         self.url = url or None
+        self.allow_http = allow_http  # plain-http catalogs and archives (and redirects to them)
         self.timeout = timeout
         self.every = every
         self.catalog = load_snapshot()
@@ -241,7 +288,9 @@ class CatalogSource:
         self._attempted_at = time.monotonic()
         try:
             async with (
-                httpx.AsyncClient(timeout=self.timeout, follow_redirects=True) as client,
+                httpx.AsyncClient(
+                    timeout=self.timeout, follow_redirects=True, event_hooks=https_only(self.allow_http)
+                ) as client,
                 client.stream("GET", self.url) as response,
             ):
                 response.raise_for_status()
@@ -254,8 +303,21 @@ class CatalogSource:
             # Parsed off the event loop: the document may be megabytes.
             catalog = await asyncio.to_thread(lambda: parse_catalog(json.loads(bytes(body)), str(self.url), fetched))
         except Exception as exc:  # any failure: the catalog in use stays
+            # Offline is a normal place to run: said once (at info), not at every hourly retry. A
+            # refused plain-http URL is the operator's to mend: said once at warning.
+            said = self.last_error or ""
+            level = logging.DEBUG if said else logging.INFO
+            if isinstance(exc, PlainHttpRefused) and not said.startswith("PlainHttpRefused"):
+                level = logging.WARNING
             self.last_error = f"{type(exc).__name__}: {exc}"
-            log.warning("could not refresh the ACP registry from %s: %s", self.url, self.last_error)
+            log.log(
+                level,
+                "the ACP registry is out of reach (%s: %s): its agents are listed from the %s of %s",
+                self.url,
+                self.last_error,
+                "snapshot" if self.catalog.source == "snapshot" else "catalog fetched",
+                self.catalog.date,
+            )
             return False
         self.catalog = catalog
         self.refreshed_at = time.time()

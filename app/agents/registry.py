@@ -26,10 +26,10 @@ from app.errors import InstallFailed, UnsupportedAgent
 from app.metrics import Metrics
 
 from .acp_catalog import CatalogAgent, CatalogSource
-from .catalog_install import CatalogInstaller
+from .catalog_install import CatalogInstaller, agent_env, recorded_env
 from .install import Installer, Recorder, installed_command, installed_version, package_version_of
-from .node import OnDemandNode
-from .profiles import GENERIC, LEGACY_IDS, PROFILES, AgentProfile, profile_for
+from .node import OnDemandNode, script_node
+from .profiles import GENERIC, LEGACY_IDS, PROFILES, AgentProfile, profile_for, profile_for_catalog
 
 CAPABILITY_KEYS = (
     "planMode",
@@ -205,11 +205,14 @@ class AgentSpec:
     modes: list[dict[str, str]] | None = None
     models: dict[str, Any] | None = None
     auth_methods: list[dict[str, Any]] | None = None
+    # Whether its last session started (True) or it refused one for lack of credentials (False).
+    started_with_credentials: bool | None = None
     # Which copy of a legacy agent runs: "installed" (by the bridge, in its install dir) or "path"
     # (found on PATH); and the copy it hides, if any ({"source", "path", "version"}).
     source: str | None = None
     hidden_copy: dict[str, str] | None = None
-    # The ACP registry's entry, for an agent of its catalog (run with the generic profile).
+    # The ACP registry's entry, for an agent of its catalog (run with the profile its package or
+    # program matches, else the generic one).
     catalog_entry: CatalogAgent | None = None
 
     @property
@@ -227,6 +230,14 @@ class AgentSpec:
     @property
     def installed(self) -> bool:
         return self.is_mock or self.resolved_path() is not None
+
+    def node_program(self) -> str | None:
+        """The Node.js program this agent runs with (the bridge's own, or the system's for a
+        ``#!/usr/bin/env node`` script); None when it is not a Node.js program, or not installed."""
+        path = self.resolved_path()
+        if path is None or self.is_mock:
+            return None
+        return script_node(path, self.environment().get("PATH"))
 
     def environment(self) -> dict[str, str]:
         """The environment the agent runs with: the server's plus the agent's own."""
@@ -262,13 +273,23 @@ class AgentSpec:
 
     def credentials_available(self) -> bool:
         """True when the agent would have credentials: an auth method it offers (or, before it was
-        asked, any the profile knows) that the environment satisfies, a variable, or a login file."""
+        asked, any the profile knows) that the environment satisfies, a variable, or a login file.
+        For an agent the bridge has no profile for, what the agent said: no auth methods, or an
+        ``env_var`` one whose variables are set (or its last session's start, when it named none the
+        bridge can check); a registry agent that was never started has told nothing: False."""
         env = self.environment()
         profile = self.profile
         if not (profile.auth_methods or profile.credential_env or profile.credential_files):
-            if any(_env_var_names(m) for m in self.auth_methods or []):
-                return self.usable_auth_method(self.auth_methods, env) is not None
-            return True  # mock and custom agents: the bridge cannot tell, and asks for nothing
+            if self.is_mock:
+                return True
+            if self.auth_methods is not None:
+                if any(_env_var_names(m) for m in self.auth_methods):
+                    return self.usable_auth_method(self.auth_methods, env) is not None
+                if not self.auth_methods:
+                    return True  # it asks for nothing
+            if self.started_with_credentials is not None:
+                return self.started_with_credentials
+            return self.catalog_entry is None  # an agents-file entry: the server's env is the user's choice
         if self.auth_methods and profile.auth_methods:
             if self.usable_auth_method(self.auth_methods, env) is not None:
                 return True
@@ -362,13 +383,14 @@ def load_agents_file(path: Path) -> list[AgentSpec]:
         if profile not in PROFILES or profile == "mock":
             names = ", ".join(sorted(p for p in PROFILES if p != "mock"))
             raise AgentsFileError(f"{path}: agents.{agent_id}.profile must be one of {names}")
+        chosen = profile_for(profile)
         specs.append(
             AgentSpec(
                 agent_id,
                 list(command),
                 dict(env),
-                disabled_services=frozenset(disabled),
-                profile=profile_for(profile),
+                disabled_services=frozenset(disabled) | chosen.disabled_services,
+                profile=chosen,
             )
         )
     return specs
@@ -389,7 +411,11 @@ class AgentRegistry:
         self.metrics = metrics  # installs by outcome
         self.installer = Installer(install_dir, install_timeout, node, processes) if install_dir is not None else None
         self.catalog = catalog
-        self.catalog_installer = CatalogInstaller(self.installer) if self.installer is not None else None
+        self.catalog_installer = (
+            CatalogInstaller(self.installer, allow_http=catalog is not None and catalog.allow_http)
+            if self.installer is not None
+            else None
+        )
         # Specs of catalog agents, kept across catalog refreshes (what a session learned stays).
         self._catalog_specs: dict[str, AgentSpec] = {}
         self._refresh: asyncio.Task[bool] | None = None
@@ -401,6 +427,7 @@ class AgentRegistry:
                 legacy=True,
                 capabilities=dict(LEGACY_CAPABILITIES[agent_id]),
                 profile=PROFILES[agent_id],
+                disabled_services=PROFILES[agent_id].disabled_services,
             )
         if agents_file is not None:
             for spec in load_agents_file(agents_file):
@@ -479,21 +506,18 @@ class AgentRegistry:
         if spec is None:
             spec = self._catalog_specs[entry.id] = AgentSpec(entry.id, None)
         spec.catalog_entry = entry  # the newest catalog's
+        # An agent the bridge has a profile for runs with it (names, modes, auth, workarounds).
+        spec.profile = profile_for_catalog(entry.package_names(), entry.program_names())
+        spec.disabled_services = spec.profile.disabled_services
         installed = self.catalog_installer.installed(entry.id) if self.catalog_installer is not None else None
-        kind = entry.distribution
         if installed is not None:
             spec.command = list(installed["command"])
             if spec.version is None and isinstance(installed.get("version"), str):
                 spec.version = installed["version"]
         else:
             spec.command = None
-        target = entry.target()
-        if kind == "npx" and entry.npx is not None:
-            spec.env = dict(entry.npx.env)
-        elif kind == "binary" and target is not None:
-            spec.env = dict(target.env)
-        elif kind == "uvx" and entry.uvx is not None:
-            spec.env = dict(entry.uvx.env)
+        # The environment recorded at its install, not the newest catalog's (which applies after a reinstall).
+        spec.env = recorded_env(installed) if installed is not None else dict(agent_env(entry))
         return spec
 
     def can_install(self, spec: AgentSpec) -> bool:

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request, Response
 from starlette.responses import JSONResponse
 
+from app.agents.node import known_version, version_of
 from app.agents.registry import AgentSpec
 from app.errors import InvalidRequest
 from app.legacy.models import AgentInstallRequest, AgentListResponse, AgentModelsResponse, AgentModesResponse
@@ -42,7 +44,14 @@ def agent_info(spec: AgentSpec, request: Request) -> dict[str, Any]:
             info["path"] = path
             if spec.command and len(spec.command) > 1 and os.path.basename(path) == "node":
                 # An adapter started with the bridge's own Node.js (it needs a newer one).
-                info["path"], info["node"] = spec.command[1], path
+                info["path"] = spec.command[1]
+            # Which Node.js runs it (an npm adapter): the system's, or the bridge's own.
+            node = spec.node_program()
+            if node is not None:
+                info["node"] = node
+                version = known_version(node)
+                if version is not None:
+                    info["nodeVersion"] = version
         # Which copy runs (the bridge's install or one on PATH), and the one it hides.
         if spec.source is not None and path is not None:
             info["source"] = spec.source
@@ -67,7 +76,10 @@ def agent_info(spec: AgentSpec, request: Request) -> dict[str, Any]:
 )
 async def list_agents(request: Request) -> JSONResponse:
     registry = deps.registry(request)
-    body: dict[str, Any] = {"agents": [agent_info(spec, request) for spec in registry.all()]}
+    specs = registry.all()
+    nodes = {node for spec in specs if (node := spec.node_program()) is not None}
+    await asyncio.gather(*(version_of(node) for node in nodes))  # asked once per program, then known
+    body: dict[str, Any] = {"agents": [agent_info(spec, request) for spec in specs]}
     if registry.catalog is not None:
         registry.refresh_catalog()  # hourly, in the background
         body["_meta"] = {CATALOG_META: registry.catalog.info()}

@@ -108,6 +108,13 @@ class BridgeCollector:
         )
         yield counter("installs", "Agent installs, by outcome", ("agent", "outcome"), m.installs)
 
+        # What the agents said their turns used.
+        yield counter("tokens", "Tokens the agents' turns used, by kind", ("agent", "kind"), m.tokens)
+        cost = CounterMetricFamily(PREFIX + "cost_usd", "Cost of the agents' turns, in USD", labels=["agent"])
+        for agent, amount in sorted(m.cost_usd.items()):
+            cost.add_metric([agent], amount)
+        yield cost
+
         # HTTP.
         yield counter(
             "http_requests",

@@ -286,7 +286,11 @@ def legacy_openapi(app: FastAPI) -> dict[str, Any]:
 
 
 def install(app: FastAPI) -> None:
-    """Serve the legacy document at /openapi.json; built on first use, then cached."""
+    """Serve the legacy document at /openapi.json; built on first use, then cached, and its JSON
+    rendered once: every answer shares one body (a client pipelining requests for it and never
+    reading costs no copy of it per answer)."""
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -294,3 +298,11 @@ def install(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    rendered: list[bytes] = []
+
+    async def openapi_json(request: Request) -> Response:
+        if not rendered:
+            rendered.append(bytes(JSONResponse(openapi()).body))
+        return Response(rendered[0], media_type="application/json")
+
+    app.add_route("/openapi.json", openapi_json, methods=["GET"], include_in_schema=False)

@@ -3,6 +3,8 @@ token). Not part of the legacy OpenAPI document."""
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit, urlunsplit
+
 from fastapi import FastAPI, Request
 from starlette.responses import RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
@@ -23,6 +25,12 @@ CSP = (
 class _InspectorFiles(StaticFiles):
     async def get_response(self, path: str, scope: Scope) -> Response:
         response = await super().get_response(path, scope)
+        location = response.headers.get("location")
+        if location is not None:
+            # Starlette redirects a folder to its slash form as an absolute URL made from the
+            # request's Host; the path alone goes to the same place without echoing it.
+            target = urlsplit(location)
+            response.headers["location"] = urlunsplit(("", "", "/" + target.path.lstrip("/"), target.query, ""))
         response.headers["content-security-policy"] = CSP
         response.headers["x-content-type-options"] = "nosniff"
         response.headers["referrer-policy"] = "no-referrer"  # the query string may carry the token

@@ -185,6 +185,9 @@ class SessionEventLog:
         self._from_memory = False  # the store cannot write: events are shown before they are
         self._announced = False  # ... and this log has said so
         self._dropped = 0  # events refused while the store's backlog was full
+        # The error events this log recorded about events the store could not keep: when one of
+        # them cannot be kept either, no further error event is made of it (a failure never feeds itself).
+        self._storage_errors: tuple[int, ...] = ()  # the newest few
         store.attach(session_id, self)
 
     @property
@@ -318,11 +321,16 @@ class SessionEventLog:
             )
 
     def store_failed(self, sequence: int, message: str) -> None:
-        """The store could not keep event ``sequence`` as it was (it kept a stand-in)."""
-        self._error("storage_error", f"event {sequence} could not be stored: {message}", {"sequence": sequence})
+        """The store could not keep event ``sequence`` as it was (it kept a stand-in, or nothing);
+        told once per batch it wrote."""
+        if sequence in self._storage_errors:
+            return  # the error event about an earlier failure: the store logged it, that is all
+        event = self._error("storage_error", f"event {sequence} could not be stored: {message}", {"sequence": sequence})
+        if event is not None:
+            self._storage_errors = (*self._storage_errors[-7:], event.sequence)
 
-    def _error(self, code: str, message: str, details: dict[str, Any]) -> None:
-        self.append(EventDraft(ERROR, {"message": message, "code": code, "details": details}, synthetic=True))
+    def _error(self, code: str, message: str, details: dict[str, Any]) -> StoredEvent | None:
+        return self.append(EventDraft(ERROR, {"message": message, "code": code, "details": details}, synthetic=True))
 
     def finish(self) -> None:
         """The session ended: its events are read from the store from now on."""

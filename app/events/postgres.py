@@ -39,7 +39,7 @@ from app.errors import StorageUnavailable
 
 from .envelope import pack, unpack
 from .sqlite import _BARRIER, _DELETE, SqliteEventStore, StoreError, _event_ns, _record_id
-from .store import LogStats
+from .store import LogStats, session_id_problem
 from .stored import StoredEvent
 
 log = logging.getLogger("acp_rest_bridge.events")
@@ -401,8 +401,10 @@ class PostgresEventStore(SqliteEventStore):
         try:
             if events:
                 conn.copy(_COPY, [stored_row(e) for e in events])
-            # Delivered on commit: another bridge's readers read the events then.
-            conn.execute(_NOTIFY, ([f"{sid} {seq}" for sid, seq in last.items()],))
+            # Delivered on commit: another bridge's readers read the events then. Payloads are
+            # bounded (8,000 bytes): a session id no store keeps is never in one (its readers poll).
+            notes = [f"{sid} {seq}" for sid, seq in last.items() if session_id_problem(sid) is None]
+            conn.execute(_NOTIFY, (notes,))
             if own:
                 conn.execute("COMMIT")
         except BaseException:

@@ -165,6 +165,7 @@ class SqliteEventStore:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listeners: dict[str, StoreListener] = {}
         self._notice_lock = threading.Lock()
+        self._failure_log = _FailureLog()
         self._notice_scheduled = False
         self._notice_marks: dict[str, int] = {}
         self._notice_failures: list[tuple[str, int, str]] = []
@@ -565,17 +566,20 @@ class SqliteEventStore:
 
     def _commit_each(self, conn: sqlite3.Connection, batch: list[Any]) -> bool:
         """One transaction, entry by entry: an event that cannot be stored as it is gets its text
-        cleaned (lone surrogates), else a stand-in ``error`` event with its sequence, and its
-        session is told. A storage failure still raises (the caller keeps the batch)."""
+        cleaned (lone surrogates), else a stand-in ``error`` event with its sequence. Each session
+        with such an event is told once for the batch, and the batch is logged in one line (at
+        most one per ``FAILURE_LOG_INTERVAL``). A storage failure still raises (the caller keeps
+        the batch)."""
         keys = self._keys
         marks: dict[str, int] = {}
         barriers: list[threading.Event] = []
+        failed = _BatchFailures()
         stop = False
         conn.execute("BEGIN")
         try:
             for entry in batch:
                 if type(entry) is StoredEvent:
-                    self._insert_guarded(conn, keys, entry, marks)
+                    self._insert_guarded(conn, keys, entry, marks, failed)
                     continue
                 kind = entry[0]
                 if kind == _BARRIER:
@@ -590,48 +594,49 @@ class SqliteEventStore:
                         if storage_cause(exc) is not None:
                             raise
                         conn.execute("ROLLBACK TO entry")
-                        log.exception("session entry %r could not be stored", entry[:3])
+                        failed.add(str(entry[2]) if entry[0] == _SESSION else "", 0, "session record", exc)
                     conn.execute("RELEASE entry")
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
+        for session_id, (sequence, message) in failed.first.items():
+            if sequence:
+                self._notify(failure=(session_id, sequence, message))
+        self._failure_log.report(failed)
         self._committed(batch, marks, barriers)
         return stop
 
     def _insert_guarded(
-        self, conn: sqlite3.Connection, keys: dict[str, int], event: StoredEvent, marks: dict[str, int]
+        self,
+        conn: sqlite3.Connection,
+        keys: dict[str, int],
+        event: StoredEvent,
+        marks: dict[str, int],
+        failed: _BatchFailures,
     ) -> None:
         for attempt in range(3):
             conn.execute("SAVEPOINT entry")
             try:
                 self._insert(conn, keys, [event], marks)
                 conn.execute("RELEASE entry")
+                if attempt:
+                    failed.kept(attempt)
                 return
             except Exception as exc:
                 if storage_cause(exc) is not None:
                     raise
                 conn.execute("ROLLBACK TO entry")
                 conn.execute("RELEASE entry")
-                message = f"{type(exc).__name__}: {exc}"
-                log.log(
-                    logging.WARNING if attempt == 0 else logging.ERROR,
-                    "session %s: event %d (%s) could not be stored as it is: %s",
-                    event.session_id,
-                    event.sequence,
-                    event.type,
-                    message,
-                    exc_info=attempt > 0,
-                )
                 if attempt == 0:
+                    failed.add(event.session_id, event.sequence, event.type, exc)
                     # Text SQLite cannot encode. Nobody has seen the event yet: it can still change.
                     raw = event.raw_json
                     event.replace_text(clean_text(event.json), None if raw is None else escape_surrogates(raw))
                 elif attempt == 1:
-                    self._notify(failure=(event.session_id, event.sequence, message))
-                    event.replace_text(_stand_in(event, message), None, "error")
-        log.error("session %s: event %d is not in the store", event.session_id, event.sequence)
+                    event.replace_text(_stand_in(event, f"{type(exc).__name__}: {exc}"), None, "error")
+        failed.kept(3)  # not in the store: the log goes on past it (no gap is waited for)
         marks[event.session_id] = max(marks.get(event.session_id, 0), event.sequence)
 
     @staticmethod
@@ -702,6 +707,74 @@ class SqliteEventStore:
     ) -> list[StoredEvent]:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._reader_pool, self.read, session_id, after, limit, before)
+
+
+class _BatchFailures:
+    """What of one batch could not be stored as it was."""
+
+    def __init__(self) -> None:
+        self.first: dict[str, tuple[int, str]] = {}  # session -> its first failed event, why
+        self.count = 0
+        self.cleaned = self.stand_ins = self.lost = 0
+        self.example: tuple[str, int, str, BaseException] | None = None
+
+    def add(self, session_id: str, sequence: int, what: str, exc: BaseException) -> None:
+        self.count += 1
+        message = f"{type(exc).__name__}: {exc}"
+        self.first.setdefault(session_id, (sequence, message))
+        if self.example is None:
+            self.example = (session_id, sequence, what, exc)
+
+    def kept(self, attempt: int) -> None:
+        """The failed event was stored cleaned (1), as a stand-in (2), or not at all (3)."""
+        if attempt == 1:
+            self.cleaned += 1
+        elif attempt == 2:
+            self.stand_ins += 1
+        else:
+            self.lost += 1
+
+
+class _FailureLog:
+    """One log line per failed batch, at most one per ``interval`` seconds (the traceback of the
+    first failure with it); batches in between are counted into the next line."""
+
+    def __init__(self, interval: float = 10.0) -> None:
+        self.interval = interval
+        self._last = float("-inf")
+        self._skipped_batches = 0
+        self._skipped_events = 0
+
+    def report(self, failed: _BatchFailures) -> None:
+        if failed.example is None:
+            return
+        now = time.monotonic()
+        if now - self._last < self.interval:
+            self._skipped_batches += 1
+            self._skipped_events += failed.count
+            return
+        self._last = now
+        session_id, sequence, what, exc = failed.example
+        since = ""
+        if self._skipped_batches:
+            since = f" (and {self._skipped_events} events in {self._skipped_batches} batches since the last line)"
+            self._skipped_batches = self._skipped_events = 0
+        sessions = ", ".join(sorted(s[:64] for s in failed.first)[:5])
+        log.error(
+            "%d entries of sessions %s could not be stored as they were (%d cleaned, %d stand-ins, %d not stored)%s; "
+            "first: session %.64s, event %d (%s): %s",
+            failed.count,
+            sessions,
+            failed.cleaned,
+            failed.stand_ins,
+            failed.lost,
+            since,
+            session_id,
+            sequence,
+            what,
+            exc,
+            exc_info=exc,
+        )
 
 
 def _log_stats(conn: sqlite3.Connection, key: int, updated_ns: int) -> LogStats:

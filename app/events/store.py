@@ -18,6 +18,24 @@ if TYPE_CHECKING:
     from .stored import StoredEvent
 
 
+# The longest session id every store keeps, in bytes of UTF-8: PostgreSQL bounds index entries
+# (~2.7 KB) and notification payloads (8,000 bytes, which carry ids); the SQLite store keeps the
+# same ids, so a data dir's sessions can move to a shared database.
+SESSION_ID_MAX_BYTES = 1024
+
+
+def session_id_problem(session_id: str) -> str | None:
+    """Why no store can keep this session id (None: every store can): too long, or a control
+    character (NUL, which PostgreSQL's text cannot hold, among them) or a lone surrogate."""
+    size = len(session_id.encode("utf-8", "surrogatepass"))
+    if size > SESSION_ID_MAX_BYTES:
+        return f"session id is {size} bytes long; at most {SESSION_ID_MAX_BYTES} are allowed"
+    for char in session_id:
+        if char < " " or "\x7f" <= char <= "\x9f" or "\ud800" <= char <= "\udfff":
+            return f"session id holds the control character U+{ord(char):04X}"
+    return None
+
+
 @dataclass(slots=True, frozen=True)
 class LogStats:
     """What a log needs to continue an existing session: counters of the stored events."""

@@ -16,6 +16,7 @@ from app.acp.orphans import ProcessRegistry
 from app.acp.process import AgentProcess, ExitInfo
 from app.acp.sdk import RequestError
 from app.acp.shapes import NewSessionResult
+from app.agents.node import version_of
 from app.agents.registry import AgentSpec
 from app.errors import AgentNotInstalled, AgentProcessExited, StreamError, Timeout
 from app.metrics import Metrics
@@ -28,6 +29,9 @@ from . import agent_setup
 from .config import SessionConfig
 
 log = logging.getLogger("acp_rest_bridge.sessions")
+
+# How many of the agent's last stderr lines a failed start shows.
+STDERR_HINT_LINES = 20
 
 
 def new_session_params(config: SessionConfig, cwd: str, session_id: str) -> dict[str, Any]:
@@ -75,6 +79,7 @@ class AgentLink:
         self.processes = processes
         self.process: AgentProcess | None = None
         self.connection: AgentConnection | None = None
+        self._stderr: str | None = None  # what a stopped process left on stderr
         # How the agent was configured (agent_setup): model, mode, the prompt prefix of its mode.
         self.setup: agent_setup.AgentSetup | None = None
         self._watcher: asyncio.Task[None] | None = None
@@ -125,6 +130,11 @@ class AgentLink:
         if self.metrics is not None:
             self.metrics.agent_started(self.spec.id)
             self._counted_exit = False
+        node = None if self.spec.is_mock else await asyncio.to_thread(self.spec.node_program)
+        if node is not None:  # which Node.js runs it: the system's, or the bridge's own
+            version = await version_of(node)
+            agent = f"{self.spec.id} {self.spec.version}" if self.spec.version else self.spec.id
+            log.info("%s: %s runs with Node.js %s (%s)", self.session_id, agent, version or "?", node)
         self.connection = AgentConnection(self.process, observer, self.tracing)
         if self.settings.transcript_dir is not None:
             self.connection.record_transcript(self.settings.transcript_dir, self.session_id)
@@ -140,11 +150,16 @@ class AgentLink:
             result = await self.connection.request("session/new", params)
         except RequestError as exc:
             if agent_setup.is_auth_refusal(exc.code):
+                self.spec.started_with_credentials = False
                 methods = self.connection.initialize_result.get("authMethods")
-                raise agent_setup.credentials_error(self.spec, methods) from exc
+                error = agent_setup.credentials_error(self.spec, methods)
+                if error.details is not None and "stderr" in (hints := self.failure_hints()):
+                    error.details["stderr"] = hints["stderr"]
+                raise error from exc
             raise
         if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
             raise StreamError("agent answered session/new without a sessionId")
+        self.spec.started_with_credentials = True
         request = {"jsonrpc": "2.0", "method": "session/new", "params": params}
         answer = cast(NewSessionResult, result)
         new = NewSession(answer["sessionId"], answer, [request, {"jsonrpc": "2.0", "result": result}])
@@ -160,19 +175,38 @@ class AgentLink:
         agent_setup.attach(state, config, self.spec, self.setup, result)
 
     async def start_failure(self, exc: BaseException) -> Exception | None:
-        """The legacy error for a failed start, once the process has had a moment to exit."""
+        """The legacy error for a failed start, once the process has had a moment to exit, with what
+        helps to fix it: the agent's last stderr lines and, when the agent or its profile names
+        them, the auth methods it offers and the variables that would give it credentials."""
         if isinstance(exc, TimeoutError):
-            return Timeout(f"agent did not finish initialize/session/new in {self.settings.agent_start_timeout}s")
+            waited = self.settings.agent_start_timeout
+            return Timeout(f"agent did not finish initialize/session/new in {waited}s", self.failure_hints())
         if isinstance(exc, ConnectionError | BrokenPipeError | ConnectionResetError):
             assert self.process is not None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.process.wait(), 3.0)
             info = self.process.exit_info()
             code = info.code if info.code is not None else (-info.signal if info.signal else None)
-            return AgentProcessExited(self.spec.id, code, self.process.stderr.text())
+            hints = {k: v for k, v in self.failure_hints().items() if k != "stderr"}
+            return AgentProcessExited(self.spec.id, code, self.process.stderr.text(), hints)
         if isinstance(exc, RequestError):
-            return StreamError(f"agent refused to start a session: {exc} ({exc.code})")
+            return StreamError(f"agent refused to start a session: {exc} ({exc.code})", self.failure_hints())
         return None
+
+    def failure_hints(self) -> dict[str, Any]:
+        """``stderr`` (its last lines), ``authMethods`` (ids, from ``initialize``) and ``variables``
+        (any one of which would give it credentials), those that are known."""
+        hints: dict[str, Any] = {}
+        if self.process is not None and self.process.stderr.total_lines:
+            hints["stderr"] = "\n".join(list(self.process.stderr.tail)[-STDERR_HINT_LINES:])
+        methods = self.connection.initialize_result.get("authMethods") if self.connection is not None else None
+        ids = [str(m.get("id")) for m in methods if isinstance(m, dict)] if isinstance(methods, list) else []
+        if ids:
+            hints["authMethods"] = ids
+        variables = self.spec.credential_variables()
+        if variables and not self.spec.credentials_available():
+            hints["variables"] = variables
+        return hints
 
     # ---- running -------------------------------------------------------------------------
     def watch(self, on_exit: Callable[[ExitInfo], None], ended: Callable[[], bool]) -> None:
@@ -181,15 +215,16 @@ class AgentLink:
         self._watcher = asyncio.create_task(self._watch(on_exit, ended), name=f"session-watch-{self.session_id}")
 
     async def _watch(self, on_exit: Callable[[ExitInfo], None], ended: Callable[[], bool]) -> None:
-        assert self.process is not None and self.connection is not None
-        await self.process.wait()
+        process, connection = self.process, self.connection  # (``stop`` lets go of them)
+        assert process is not None and connection is not None
+        await process.wait()
         if ended():
             return  # terminated: the connection is closed, no EOF to wait for
         # Everything the agent wrote before it died is processed before its death is recorded.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.connection.transport.eof.wait(), 2.0)
+            await asyncio.wait_for(connection.transport.eof.wait(), 2.0)
         if not ended():
-            on_exit(self.process.exit_info())
+            on_exit(process.exit_info())
 
     def stop_watching(self) -> None:
         if self._watcher is not None:
@@ -208,7 +243,7 @@ class AgentLink:
         await self.connection.notify(method, params)
 
     def stderr_text(self) -> str | None:
-        return self.process.stderr.text() if self.process is not None else None
+        return self.process.stderr.text() if self.process is not None else self._stderr
 
     # ---- stop ----------------------------------------------------------------------------
     async def close_session(self, native_session_id: str | None) -> None:
@@ -252,3 +287,9 @@ class AgentLink:
             await self.process.stop(self.settings.agent_kill_grace)
         if self.connection is not None:
             await self.connection.close_transcript()
+        # Let go of the process and the connection (their pipes, buffers, queues and the agent's
+        # answers): an ended session keeps only its stderr text, for a later message's 500.
+        if self.process is not None:
+            self._stderr = self.process.stderr.text()
+        self.process = self.connection = None
+        self._watcher = None

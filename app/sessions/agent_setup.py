@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,13 @@ from app.acp.sdk import RequestError
 from app.agents.profiles import AgentProfile, ModeTarget
 from app.agents.registry import AgentSpec, find_option, models_of, option_values
 from app.errors import BridgeError, InvalidRequest, ModeNotSupported
-from app.translate.session_translator import SessionState, apply_config_options
+from app.translate.session_translator import (
+    MOCK_USER_ITEM,
+    SessionState,
+    SessionTranslator,
+    UserItemStyle,
+    apply_config_options,
+)
 from app.translate.tools import ToolStyle
 
 AUTH_REQUIRED = -32000
@@ -321,6 +328,17 @@ def for_agent(setup: AgentSetup | None, message: str) -> str:
     return setup.prompt_prefix + message if setup is not None and setup.prompt_prefix else message
 
 
+def translator(spec: AgentSpec, terminal_output: Callable[[str], str | None]) -> SessionTranslator:
+    """A session's translator as its agent's profile wants it: how its tools are named and read,
+    its user items, its turns' usage as status items (legacy codex)."""
+    return SessionTranslator(
+        terminal_output=terminal_output,
+        user_item=MOCK_USER_ITEM if spec.is_mock else UserItemStyle(),
+        tool_style=tool_style(spec),
+        usage_status=spec.profile.legacy_usage_status,
+    )
+
+
 def tool_style(spec: AgentSpec) -> ToolStyle:
     """How the translator names this agent's tools and reads their output (from its profile)."""
     return profile_tool_style(spec.profile)
@@ -335,4 +353,6 @@ def profile_tool_style(profile: AgentProfile) -> ToolStyle:
         profile.patch_fields,
         dict(profile.tool_aliases),
         profile.kind_named_tools,
+        profile.whole_file_diffs,
+        profile.json_output,
     )

@@ -13,6 +13,7 @@ from app.errors import PermissionDenied
 from app.fs import ops
 from app.fs.paths import Confinement, fence_for, os_message
 
+from .diff_files import read_files
 from .host import SessionHost
 
 RESOURCE_NOT_FOUND = -32002
@@ -58,13 +59,23 @@ async def read_text_file(session: SessionHost, params: Any, request_id: Any) -> 
     return {"content": content}
 
 
+def _write(path: str, content: str, fence: Confinement) -> dict[str, str | None]:
+    """The file's text before (``diff_files``: None if it did not exist, left out if unreadable),
+    then the write. Blocking."""
+    before = read_files([path], fence)
+    ops.write_bytes(path, content.encode("utf-8"), fence)
+    return before
+
+
 async def write_text_file(session: SessionHost, params: Any, request_id: Any) -> dict[str, Any]:
     request = WriteTextFileRequest.model_validate(params)
     path = checked_path(session, request.path)
     try:
-        await asyncio.to_thread(ops.write_bytes, path, request.content.encode("utf-8"), _fence(session))
+        before = await asyncio.to_thread(_write, path, request.content, _fence(session))
     except PermissionDenied as exc:
         raise _denied(path) from exc
     except OSError as exc:
         raise _os_failure(exc, path) from exc
+    if path in before:  # the change, exactly, for the diff of the tool call that made it
+        session.translator.file_written(path, before[path], request.content)
     return {}  # the schema wants an empty object, not null

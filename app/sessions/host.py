@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from app.events.log import SessionEventLog
     from app.events.model import EventDraft
     from app.settings import Settings
-    from app.translate.session_translator import SessionTranslator
+    from app.translate.session_translator import SessionState, SessionTranslator
 
     from .config import SessionConfig
     from .turns import TurnQueue
@@ -43,6 +43,8 @@ class SessionHost(Protocol):
     def log(self) -> SessionEventLog: ...
     @property
     def translator(self) -> SessionTranslator: ...  # ACP traffic in, event drafts out
+    @property
+    def state(self) -> SessionState: ...  # what SessionInfo shows (kept when an ended session sheds its translator)
     @property
     def turns(self) -> TurnQueue: ...
     @property

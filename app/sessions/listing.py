@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any, Protocol
 
 from app.acp.process import ExitInfo
+from app.translate.usage import USAGE_META
 
 from . import recovery
 from .config import SessionConfig
@@ -44,7 +45,7 @@ def saved_record(session: InfoHost) -> dict[str, Any]:
 
 def info(session: InfoHost) -> dict[str, Any]:
     """The legacy SessionInfo."""
-    state = session.translator.state
+    state = session.state  # (kept when an ended session sheds its translator)
     info: dict[str, Any] = {
         "sessionId": session.id,
         "agent": session.config.agent,
@@ -64,8 +65,11 @@ def info(session: InfoHost) -> dict[str, Any]:
         info["mcp"] = session.config.mcp
     if session.config.skills is not None:
         info["skills"] = session.config.skills
+    used = state.totals.info()
+    if used is not None:  # tokens and cost over the session's turns
+        info["_meta"] = {USAGE_META: used}
     if session.recovery is not None:  # went through a bridge restart while live
-        info["_meta"] = {recovery.META: session.recovery.info()}
+        info["_meta"] = {**info.get("_meta", {}), recovery.META: session.recovery.info()}
     if session.runner is not None:
         info["_meta"] = {**info.get("_meta", {}), BRIDGE_META: {"url": session.runner}}
     return info

@@ -21,7 +21,7 @@ from app.errors import (
     UnsupportedAgent,
 )
 from app.events.log import SessionEventLog
-from app.events.store import EventStore
+from app.events.store import EventStore, session_id_problem
 from app.events.stored import StoredEvent
 from app.events.text import clean_text
 from app.metrics import Metrics
@@ -94,7 +94,7 @@ class SessionManager:
     async def lookup(self, session_id: str) -> Session | RemoteSession:
         """``get``, and in a fleet also a session another bridge made since, with its newest events."""
         session = self._sessions.get(session_id)
-        if self.fleet is not None:
+        if self.fleet is not None and session_id_problem(session_id) is None:  # (a NUL: no query)
             session = await self.fleet.current(session_id, session)
         if session is None:
             raise SessionNotFound(session_id)
@@ -251,6 +251,9 @@ class SessionManager:
         from .session import Session
         from .skills import link_requested_skills
 
+        problem = session_id_problem(session_id)  # never 200 for a session no store can keep
+        if problem is not None:
+            raise InvalidRequest(problem)
         spec = self.registry.get(request["agent"])  # 400 unsupported_agent first
         if self.fleet is not None:
             await self.fleet.current(session_id, self._sessions.get(session_id))  # one made elsewhere

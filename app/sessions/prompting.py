@@ -4,6 +4,7 @@ read in wire order (``prompt_answered``), or an error."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Protocol
 
 from app.acp.sdk import RequestError
@@ -37,6 +38,9 @@ class TurnHost(SessionHost, Protocol):
     def metrics(self) -> Metrics | None: ...
     @property
     def tracing(self) -> Tracing | None: ...
+
+    def cancel_pending(self) -> None:
+        """Answer every request still waiting with its cancel result."""
 
 
 def send_message(
@@ -82,6 +86,16 @@ def check_not_waiting(session: TurnHost) -> None:
             f"{turn.turn_id} is waiting for a reply to {first.book.kind} {first.public_id};"
             " answer it, then send the message"
         )
+
+
+async def cancel_running(session: TurnHost) -> None:
+    """A terminate's first step: the running turn, if any, is cancelled (ACP ``session/cancel``,
+    and the requests it waits on answered as cancelled) and given ``cancel_grace`` to end."""
+    if session.turns.running and session.agent.connection is not None:
+        with contextlib.suppress(Exception):
+            await session.agent.notify("session/cancel", {"sessionId": session.native_session_id})
+        session.cancel_pending()
+        await session.turns.wait_idle(session.settings.cancel_grace)
 
 
 def begin_turn(session: TurnHost, turn: Turn) -> None:
@@ -149,10 +163,10 @@ def turn_done(session: TurnHost, turn: Turn, result: Any) -> None:
     turn.ended = True
     stop = result.get("stopReason") if isinstance(result, dict) else None
     turn_over(session, turn, stop if isinstance(stop, str) else "unknown")
-    metadata: dict[str, Any] = {"stopReason": stop}
-    if isinstance(result, dict) and isinstance(result.get("_meta"), dict):
-        metadata["meta"] = result["_meta"]
-    session.record(session.translator.turn_ended(turn.turn_id, metadata, raw=turn.response))
+    session.record(session.translator.turn_result(turn.turn_id, result, turn.response, session.native_session_id))
+    used = session.state.last_turn  # what the turn used (tokens, cost), counted
+    if session.metrics is not None and used is not None:
+        session.metrics.turn_usage(session.spec.id, used.tokens, used.cost)
 
 
 def turn_failed(session: TurnHost, turn: Turn, exc: RequestError) -> None:

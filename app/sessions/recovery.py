@@ -128,6 +128,9 @@ def record_fields(session: RecoveryHost) -> dict[str, Any]:
     state = session.recovery
     if state is not None:
         fields["recovery"] = {"cause": state.cause, "settled": state.settled, "suspended": state.suspended}
+    agent_cost = session.state.totals.agent_cost
+    if agent_cost:  # the agent's running cost as last seen: its next turn's cost is what it adds
+        fields["agentCost"] = dict(agent_cost)
     if session.end_reason is None:
         if session.stopped_by_shutdown:
             fields["stopped"] = SHUTDOWN
@@ -509,7 +512,7 @@ async def _after_handshake(session: RecoveryHost, native_session_id: str, result
     assert link.connection is not None
     session.spec.learn(dict(link.connection.initialize_result), result)
     new = NewSession(native_session_id, cast(NewSessionResult, result))
-    await link.apply_modes(new, session.config, session.translator.state)
+    await link.apply_modes(new, session.config, session.state)
 
 
 def _request(method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from app.acp.process import ExitInfo
 from app.agents.registry import AgentSpec
+from app.translate.usage import USAGE_META
 
 from .config import SessionConfig
 from .phases import EndReason
@@ -27,6 +28,8 @@ class SavedSession:
     end_reason: EndReason  # how it ended, when it did
     exit_info: ExitInfo | None
     info: dict[str, Any]  # the SessionInfo it was saved with
+    usage: Any = None  # its tokens and cost so far, as SessionInfo showed them (``translate/usage.py``)
+    agent_cost: Any = None  # the agent's running cost as last seen
 
     @classmethod
     def read(cls, record: dict[str, Any], spec_of: Callable[[str], AgentSpec]) -> SavedSession:
@@ -49,6 +52,8 @@ class SavedSession:
             end_reason=end_reason(record),
             exit_info=exit_info(record),
             info=info,
+            usage=meta.get(USAGE_META) if isinstance(meta := info.get("_meta"), dict) else None,
+            agent_cost=record.get("agentCost"),
         )
 
 

@@ -4,9 +4,10 @@ Every part has one job: ``agent`` (``AgentLink``) is the process and its ACP con
 (``TurnQueue``) the prompts, one at a time, run by ``prompting``; ``translator`` turns ACP traffic
 into legacy events, which ``record`` appends to ``log``; ``permissions``, ``questions`` and
 ``terminals`` hold what the agent asked of the bridge, answered through the shared ``services``
-(``ClientServices``); ``listing`` makes its SessionInfo and saved record. The parts take the session
-as the protocol of what they need (``host.SessionHost``), never as a ``Session``; what every
-session is built with comes in one ``SessionDeps``.
+(``ClientServices``); ``incoming`` takes the agent's messages in wire order; ``ended`` says what an
+end records and what an ended session keeps; ``listing`` makes its SessionInfo and saved record. The
+parts take the session as the protocol of what they need (``host.SessionHost``), never as a
+``Session``; what every session is built with comes in one ``SessionDeps``.
 """
 
 from __future__ import annotations
@@ -14,18 +15,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable
 from functools import partial
 from typing import Any
 
 from app.acp.process import AgentProcess, ExitInfo
 from app.agents.registry import AgentSpec
 from app.events.log import SessionEventLog
-from app.events.model import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft
+from app.events.model import SESSION_ENDED, SESSION_STARTED, EventDraft
 from app.logs import current_session
 from app.translate.prompt import Attachment, attachment
-from app.translate.session_translator import MOCK_USER_ITEM, SessionTranslator, UserItemStyle
 
-from . import agent_setup, listing, prompting, request_book
+from . import agent_setup, ended, incoming, listing, prompting, request_book
 from .agent_link import AgentLink
 from .config import SessionConfig
 from .deps import SessionDeps
@@ -40,6 +41,43 @@ from .turns import TurnQueue
 
 
 class Session:
+    # Slots: an instance dict of this many members would cost ~1.5 KB per session, ended ones too.
+    __slots__ = (
+        "_early",
+        "_ending",
+        "agent",
+        "config",
+        "created_at_ms",
+        "cwd",
+        "end_reason",
+        "exit_info",
+        "fs_root",
+        "id",
+        "log",
+        "metrics",
+        "native_session_id",
+        "pending",
+        "permissions",
+        "persisted",
+        "phase",
+        "processes",
+        "questions",
+        "recovery",
+        "replayed",
+        "replaying",
+        "runner",
+        "services",
+        "settings",
+        "shutting_down",
+        "spec",
+        "state",
+        "stopped_by_shutdown",
+        "terminals",
+        "tracing",
+        "translator",
+        "turns",
+    )
+
     def __init__(
         self,
         session_id: str,
@@ -67,11 +105,8 @@ class Session:
         self.agent = AgentLink(session_id, spec, deps.settings, deps.processes, deps.metrics, deps.tracing)
         self.turns = TurnQueue(session_id, partial(prompting.begin_turn, self), partial(prompting.run_turn, self))
         self.terminals = SessionTerminals()
-        self.translator = SessionTranslator(
-            terminal_output=self.terminals.output_of,
-            user_item=MOCK_USER_ITEM if spec.is_mock else UserItemStyle(),
-            tool_style=agent_setup.tool_style(spec),
-        )
+        self.translator = agent_setup.translator(spec, self.terminals.output_of)
+        self.state = self.translator.state  # what SessionInfo shows; kept when the translator goes (``_shed``)
         # Agent requests waiting for an answer (permissions and questions), by JSON-RPC id.
         self.pending: dict[Any, HumanRequest[Any]] = {}
         self.permissions = Permissions(self.pending)
@@ -109,11 +144,13 @@ class Session:
         session.native_session_id = log.native_session_id = saved.native_session_id
         session.exit_info = saved.exit_info
         session.persisted = True
+        session.state.totals.restore(saved.usage, saved.agent_cost)  # tokens and cost so far
         if recovery is not None:
             session.recovery = recovery
             session._set_phase(Phase.SUSPENDED)
         else:
             session._set_phase(Phase.ENDED, saved.end_reason)
+            session._shed()
         return session
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -150,7 +187,7 @@ class Session:
         current_session.set(self.id)  # log lines of this task and those it starts name the session
         capabilities = self.services.client_capabilities(self.spec.disabled_services)
         try:
-            new = await self.agent.start(self, capabilities, self.config, self.cwd, self.translator.state)
+            new = await self.agent.start(self, capabilities, self.config, self.cwd, self.state)
         except BaseException:
             await self.terminals.close_all()  # any the agent opened during the handshake
             raise
@@ -178,6 +215,7 @@ class Session:
     def restored_as_ended(self, reason: EndReason) -> None:
         """A suspended session whose log shows that it ended after all (its record was not saved)."""
         self._set_phase(Phase.ENDED, reason)
+        self._shed()
 
     def end_suspended(self, message: str) -> None:
         """A suspended session whose agent cannot be started again ends here, once, saying why."""
@@ -186,6 +224,7 @@ class Session:
         self.record_one(SESSION_ENDED, data, synthetic=True)
         self.save()
         self.log.finish()  # its events are read from the store from now on
+        self._shed()
 
     # ---- messages and turns ---------------------------------------------------------------
     def check_accepting(self) -> None:
@@ -202,40 +241,15 @@ class Session:
         """Accept a message; returns its turn's id (``prompting.send_message``)."""
         return prompting.send_message(self, message, attachments, image_data)
 
-    # ---- AgentObserver: the connection hands over every message, in wire order ----------------
-    def on_incoming(self, message: dict[str, Any]) -> None:
-        method = message.get("method")
-        if method == "session/update":
-            if self.replaying:
-                self.replayed += 1
-                return
-            self.services.observe_update(self, message)
-            self.record(self.translator.session_update(message.get("params"), message))
-        elif isinstance(method, str) and "id" in message:
-            self.services.observe_request(self, method, message)
-        elif isinstance(method, str):
-            if not self.services.notify(self, method, message) and not method.startswith("_"):
-                # Unknown extension notifications (`_...`) are ignored (ACP).
-                self.record(self.translator.unparsed(f"unknown notification: {method}", "agent.stdout", message))
-        elif "id" in message and ("result" in message or "error" in message):
-            turn = self.turns.response_read(message)
-            if turn is not None and not turn.ended:
-                prompting.prompt_answered(self, turn, message)
-        else:
-            self.record(self.translator.unparsed("not a JSON-RPC message", "agent.stdout", message))
+    # ---- AgentObserver: the connection hands over every message, in wire order (``incoming``) ----
+    def on_incoming(self, message: dict[str, Any]) -> Awaitable[None] | None:
+        return incoming.on_incoming(self, message)
 
     def on_unparsed_line(self, line: bytes, error: str) -> None:
-        text = line.decode("utf-8", "replace")
-        self.record(self.translator.unparsed(error, "agent.stdout", text))
+        incoming.on_unparsed_line(self, line, error)
 
     def on_outgoing(self, message: dict[str, Any]) -> None:
-        method = message.get("method")
-        if method == "session/prompt":
-            self.replaying = False
-            self.turns.prompt_sent(message.get("id"))
-        elif method == "session/cancel":
-            # ACP: after session/cancel the client answers every pending request as cancelled.
-            self.cancel_pending()
+        incoming.on_outgoing(self, message)
 
     async def handle_request(self, method: str, params: Any, request_id: Any) -> Any:
         return await self.services.handle(self, method, params, request_id)
@@ -272,15 +286,10 @@ class Session:
         await asyncio.shield(self._ending)
 
     async def _terminating(self) -> None:
-        if self.turns.running and self.agent.connection is not None:  # (2)
-            with contextlib.suppress(Exception):
-                await self.agent.notify("session/cancel", {"sessionId": self.native_session_id})
-            self.cancel_pending()
-            await self.turns.wait_idle(self.settings.cancel_grace)
+        await prompting.cancel_running(self)  # (2)
         await self.agent.close_session(self.native_session_id)  # ACP session/close, when offered
         self.cancel_pending()  # (3)
-        self.record(self.translator.flush())  # (4)
-        self.record_one(SESSION_ENDED, {"reason": "terminated", "terminated_by": "daemon"}, synthetic=True)
+        ended.record_terminated(self)  # (4)
         await self._release()  # (5), (6)
 
     def _agent_exited(self, exit_info: ExitInfo) -> None:
@@ -289,13 +298,7 @@ class Session:
         self._set_phase(Phase.ENDING, "error")  # (1)
         self.turns.close()
         self.cancel_pending()  # (3)
-        message = exit_info.description
-        self.record(self.translator.flush())  # (4)
-        self.record_one(ERROR, {"message": message, "code": "process_exit", "details": None}, synthetic=True)
-        ended: dict[str, Any] = {"reason": "error", "terminated_by": "agent", "message": message}
-        ended["exit_code"] = exit_info.code if exit_info.code is not None else -(exit_info.signal or 0)
-        ended["stderr"] = self.process.stderr.output() if self.process is not None else None
-        self.record_one(SESSION_ENDED, ended, synthetic=True)
+        ended.record_exit(self, exit_info, self.agent.process)  # (4)
         self._ending = asyncio.create_task(self._release())  # (5), (6)
 
     async def shutdown(self) -> None:
@@ -317,24 +320,23 @@ class Session:
         self.log.finish()  # its events are read from the store from now on
         with contextlib.suppress(Exception):
             await self.terminals.close_all()  # commands the agent started
-        if self.shutting_down:
-            reason = "shutdown"
-        elif self.exit_info is not None:
-            reason = "exited"  # by itself
-        else:
-            reason = "terminated"
-        await self.agent.stop(reason)  # connection, process group, transcript
+        await self.agent.stop(ended.stop_reason(self))  # connection, process group, transcript
         await self.turns.cancel()  # a turn still waiting for the agent's answer
         self._set_phase(Phase.ENDED)
+        if not self.shutting_down:
+            self._shed()
+
+    def _shed(self) -> None:
+        """Ended for good: the parts that ran it go (``ended.shed``), and what is left of its end."""
+        ended.shed(self)
+        self._early = []
+        self._ending = None
 
     # ---- the saved record and SessionInfo ------------------------------------------------------
     def save(self) -> None:
         """Save what a restarted server needs to list the session again (the events are in the log)."""
         if self.persisted:
-            self.log.save_record(self.saved_record())
-
-    def saved_record(self) -> dict[str, Any]:
-        return listing.saved_record(self)
+            self.log.save_record(listing.saved_record(self))
 
     def info(self) -> dict[str, Any]:
         return listing.info(self)

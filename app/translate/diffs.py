@@ -2,8 +2,21 @@
 
 ACP v1: ``{type:"diff", path, oldText?, newText}``. No (or empty) oldText is a new file (action
 ``write``), anything else an edit (``patch``). The ``diff`` is a git-style unified diff
-(``--- a/<path>``, ``+++ b/<path>``, 3 lines of context) computed with :mod:`difflib`; identical
-texts give an empty diff.
+(``--- a/<path>``, ``+++ b/<path>``, 3 lines of context; ``--- /dev/null`` for a file that did not
+exist) computed with :mod:`difflib`; identical texts give an empty diff. A diff must apply (``git
+apply``, ``patch``) to the file as it was before the change, so it is made from whole files, found
+(:func:`whole_files`) from the best the bridge knows, in this order:
+
+1. the agent's exact record of the change (:func:`vendor_change`: claude's
+   ``_meta.claudeCode.toolResponse`` has the file before the edit and the hunks it applied);
+2. the file itself, read by the session layer and passed in (:func:`located`): an agent's
+   ``oldText``/``newText`` may be snippets (claude sends the edited strings, trimmed), so the
+   changed text is found in the file (once, or the diff is left out) and the rest of the file
+   around it is the same before and after;
+3. without the file, the texts themselves, for agents whose v1 diffs are whole files (ACP's
+   meaning; the profile says so).
+
+Anything else gives no diff (``null``) rather than one that would not apply.
 
 ACP v2 draft: ``{type:"diff", changes:[{operation, path, oldPath?, fileType?, mimeType?}],
 patch?:{format:"git_patch", text}}`` (``diff`` was the key's earlier name). One ``file_ref`` per
@@ -82,27 +95,161 @@ def capped(lines: Iterable[str], cap: int = DIFF_CAP, *, mark_missing_newline: b
     return "".join(out)
 
 
-def unified_diff(path: str, old: str, new: str, *, cap: int = DIFF_CAP, context: int = 3) -> str:
-    """Git-style unified diff of two texts; "" when they are identical."""
+def unified_diff(path: str, old: str, new: str, *, cap: int = DIFF_CAP, context: int = 3, created: bool = False) -> str:
+    """Git-style unified diff of two texts; "" when they are identical. ``created``: the file did not
+    exist before (``--- /dev/null``, as git writes it, so that ``git apply`` creates it)."""
     if old == new:
         return ""
     old_lines, new_lines = split_lines(old), split_lines(new)
     label = _label(path)
-    header = [f"--- a/{label}\n", f"+++ b/{label}\n"]
+    source = "/dev/null" if created else f"a/{label}"
+    header = [f"--- {source}\n", f"+++ b/{label}\n"]
     if len(old_lines) + len(new_lines) > MATCH_LINE_LIMIT:
         return capped([*header, *_whole_file_hunk(old_lines, new_lines)], cap)
-    return capped(difflib.unified_diff(old_lines, new_lines, f"a/{label}", f"b/{label}", n=context), cap)
+    return capped(difflib.unified_diff(old_lines, new_lines, source, f"b/{label}", n=context), cap)
+
+
+def v1_texts(item: dict[str, Any]) -> tuple[str, str, str]:
+    """(path, oldText, newText) of a v1 diff item, "" for what is missing."""
+    path, old, new = item.get("path"), item.get("oldText"), item.get("newText")
+    return (
+        path if isinstance(path, str) else "",
+        old if isinstance(old, str) else "",
+        new if isinstance(new, str) else "",
+    )
 
 
 def v1_file_ref(item: dict[str, Any], *, cap: int = DIFF_CAP) -> dict[str, Any]:
-    path = item.get("path")
-    path = path if isinstance(path, str) else ""
-    old = item.get("oldText")
-    new = item.get("newText")
-    old = old if isinstance(old, str) else ""
-    new = new if isinstance(new, str) else ""
-    action = "patch" if old else "write"
-    return {"type": "file_ref", "path": path, "action": action, "diff": unified_diff(path, old, new, cap=cap)}
+    """The file_ref of a v1 diff whose texts are the whole file before and after."""
+    path, old, new = v1_texts(item)
+    return file_ref(path, None if not old else old, new, cap=cap)
+
+
+def file_ref(path: str, before: str | None, after: str, *, cap: int = DIFF_CAP) -> dict[str, Any]:
+    """The file_ref of a change from ``before`` (None: a new file) to ``after``, whole files."""
+    created = before is None
+    diff = unified_diff(path, before or "", after, cap=cap, created=created)
+    return {"type": "file_ref", "path": path, "action": "write" if created else "patch", "diff": diff}
+
+
+def no_diff_ref(path: str, old: str) -> dict[str, Any]:
+    """The file_ref of a change the bridge cannot show exactly: the file, no diff."""
+    return {"type": "file_ref", "path": path, "action": "patch" if old else "write", "diff": None}
+
+
+# ---- whole files ---------------------------------------------------------------------------------
+WholeFiles = tuple[str | None, str]  # the file before (None: it did not exist) and after the change
+
+
+def located(old: str, new: str, view: str | None, changed: bool) -> WholeFiles | None:
+    """The whole file before and after a change of ``old`` to ``new`` (snippets or whole files),
+    found in ``view``, the file as read (None: there is no such file): after the change when
+    ``changed``, else before it (a change not made, or not yet). The text looked for must be in
+    the file exactly once (else None): around it, the file is the same before and after, newlines
+    included. An empty ``old`` in a file that is created after the change means it did not exist."""
+    if view is None:
+        return (None, new) if not changed and not old else None
+    found, put = (new, old) if changed else (old, new)
+    if found:
+        at = view.find(found)
+        if at < 0 or view.find(found, at + 1) >= 0:
+            return None  # not there (changed since), or ambiguous
+        other = view[:at] + put + view[at + len(found) :]
+    elif view:
+        return None  # nothing to look for in a file that has text
+    else:
+        other = put
+    before, after = (other, view) if changed else (view, other)
+    if changed and not old and not before:
+        return None, after  # created (ACP: no oldText for a new file)
+    return before, after
+
+
+def apply_hunks(original: str, hunks: Any) -> str | None:
+    """The file after jsdiff's ``structuredPatch`` hunks (``{oldStart, oldLines, lines: [" ctx",
+    "-old", "+new", "\\ No newline at end of file"]}``) applied to ``original``; None when they do
+    not fit it exactly."""
+    if not isinstance(hunks, list):
+        return None
+    lines = split_lines(original)
+    out: list[str] = []
+    position = 0
+    for hunk in hunks:
+        if (
+            not isinstance(hunk, dict)
+            or type(hunk.get("oldStart")) is not int
+            or not isinstance(hunk.get("lines"), list)
+        ):
+            return None
+        old_side: list[list[Any]] = []  # [text, ends with a newline]
+        new_side: list[list[Any]] = []
+        last: str | None = None
+        for line in hunk["lines"]:
+            if not isinstance(line, str) or not line:
+                return None
+            tag, text = line[0], line[1:]
+            if tag == "\\":
+                if last in (" ", "-") and old_side:
+                    old_side[-1][1] = False
+                if last in (" ", "+") and new_side:
+                    new_side[-1][1] = False
+                continue
+            if tag not in " -+":
+                return None
+            if tag in " -":
+                old_side.append([text, True])
+            if tag in " +":
+                new_side.append([text, True])
+            last = tag
+        start = max(hunk["oldStart"] - 1, 0) if old_side else max(hunk["oldStart"], 0)
+        expected = [text + ("\n" if newline else "") for text, newline in old_side]
+        if start < position or lines[start : start + len(expected)] != expected:
+            return None
+        out.extend(lines[position:start])
+        out.extend(text + ("\n" if newline else "") for text, newline in new_side)
+        position = start + len(expected)
+    out.extend(lines[position:])
+    return "".join(out)
+
+
+def vendor_change(meta: Any) -> tuple[str, WholeFiles] | None:
+    """An agent's own record of a file change, as (path, whole files): a ``toolResponse`` in a
+    vendor's ``_meta`` (claude's ``_meta.claudeCode``) with ``filePath``, ``originalFile`` (null for
+    a new file) and ``structuredPatch`` (its hunks) or ``content`` (the whole file written). None
+    when there is none, or when its parts do not agree."""
+    if not isinstance(meta, dict):
+        return None
+    for key, value in meta.items():
+        if key.startswith("sandbox-agent/") or not isinstance(value, dict):
+            continue
+        response = value.get("toolResponse")
+        if not isinstance(response, dict) or "originalFile" not in response:
+            continue
+        path, original = response.get("filePath"), response.get("originalFile")
+        if not isinstance(path, str) or not path or not (original is None or isinstance(original, str)):
+            continue
+        hunks = response.get("structuredPatch")
+        patched = apply_hunks(original or "", hunks) if hunks else None
+        content = response.get("content")
+        if isinstance(content, str):  # a whole file written (claude's Write)
+            if patched is None or patched == content:
+                return path, (original, content)
+        elif patched is not None and original is not None:
+            return path, (original, patched)
+    return None
+
+
+def output_change(raw_output: Any) -> tuple[str, WholeFiles] | None:
+    """An agent's own record of a file change in a tool's ``rawOutput`` (qwen-code's writes and
+    edits): ``filePath``, ``originalContent`` ("" or null for a new file) and ``newContent``."""
+    if not isinstance(raw_output, dict):
+        return None
+    path, before, after = raw_output.get("filePath"), raw_output.get("originalContent"), raw_output.get("newContent")
+    if not isinstance(path, str) or not path or not isinstance(after, str):
+        return None
+    if before is not None and not isinstance(before, str):
+        return None
+    return path, (before or None, after)
 
 
 # ---- v2 ----------------------------------------------------------------------------------------

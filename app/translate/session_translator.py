@@ -37,6 +37,7 @@ from .items import ItemIds, ItemLifecycle, make_item
 from .messages import CHUNK_KINDS, UPSERT_KINDS, MessageAssembler
 from .prompt import attachments_text
 from .tools import DEFAULT_STYLE, ToolCalls, ToolStyle
+from .usage import LEGACY_USAGE_LABEL, Totals, TurnUsage, legacy_status_detail
 
 
 @dataclass(slots=True)
@@ -55,6 +56,9 @@ class SessionState:
     available_commands: list[Any] = field(default_factory=list)
     usage: dict[str, Any] | None = None
     config_options: list[Any] = field(default_factory=list)
+    # Tokens and cost: the session's totals, and what the last turn used (``usage.py``).
+    totals: Totals = field(default_factory=Totals)
+    last_turn: TurnUsage | None = None
     plans: dict[str, Any] = field(default_factory=dict)
     agent_state: str | None = None  # v2 state_update: idle / running / requires_action
     info_meta: dict[str, Any] = field(default_factory=dict)
@@ -116,8 +120,11 @@ class SessionTranslator:
         terminal_output: Callable[[str], str | None] | None = None,
         user_item: UserItemStyle = UserItemStyle(),
         tool_style: ToolStyle = DEFAULT_STYLE,
+        usage_status: bool = False,
     ) -> None:
         self.tool_style = tool_style
+        # Show each turn's token usage as a status item too, as legacy did for codex.
+        self.usage_status = usage_status
         self.ids = ItemIds()
         self.lifecycle = ItemLifecycle()
         self.messages = MessageAssembler(self.ids, self.lifecycle)
@@ -178,6 +185,26 @@ class SessionTranslator:
                     draft.synthetic = True
         return drafts
 
+    def files_wanted(self, params: Any) -> list[str]:
+        """The files the next ``session_update(params)`` needs to show exact diffs (see
+        ``ToolCalls.files_wanted``); read by the session layer and given with ``supply_files``."""
+        update = params.get("update") if type(params) is dict else None
+        if type(update) is not dict or update.get("sessionUpdate") not in ("tool_call", "tool_call_update"):
+            return []
+        return self.tools.files_wanted(update)
+
+    def supply_files(self, params: Any, files: dict[str, str | None]) -> None:
+        """The text of the files ``files_wanted(params)`` named (None: no such file)."""
+        update = params.get("update") if type(params) is dict else None
+        call_id = update.get("toolCallId") if type(update) is dict else None
+        if isinstance(call_id, str):
+            self.tools.supply_files(call_id, files)
+
+    def file_written(self, path: str, before: str | None, after: str) -> None:
+        """The agent wrote a whole file through the bridge (``fs/write_text_file``): the exact change
+        for the diff of the tool call that made it (see ``ToolCalls.file_written``)."""
+        self.tools.file_written(path, before, after)
+
     def unparsed(self, error: str, location: str, raw: Any) -> list[EventDraft]:
         data = {"error": error, "location": location, "raw_hash": raw_hash(raw)}
         return [EventDraft(AGENT_UNPARSED, data, synthetic=True, raw=raw)]
@@ -223,6 +250,23 @@ class SessionTranslator:
             done = dict(item, status="completed")
             out.extend(self.lifecycle.completed(done, raw=raw, synthetic=style.synthetic))
         return out
+
+    def turn_result(
+        self, turn_id: str, result: Any, raw: Any, native_session_id: str | None = None
+    ) -> list[EventDraft]:
+        """The agent answered the turn's ``session/prompt``: what ends the turn, its stop reason and
+        what it used (tokens, cost, context: ``usage.py``) in turn.ended's metadata."""
+        answer = result if isinstance(result, dict) else {}
+        metadata: dict[str, Any] = {"stopReason": answer.get("stopReason")}
+        if isinstance(answer.get("_meta"), dict):
+            metadata["meta"] = answer["_meta"]
+        used = self.state.last_turn = self.state.totals.end_turn(answer)
+        metadata.update(used.metadata())
+        out = self.flush()
+        if self.usage_status and used.tokens and not extensions.turn_end_omitted(metadata.get("meta")):
+            detail = legacy_status_detail(native_session_id, turn_id, used, self.state.totals)
+            out += status.usage_item(self, LEGACY_USAGE_LABEL, detail, raw)
+        return out + self.turn_ended(turn_id, metadata, raw)
 
     def turn_ended(self, turn_id: str, metadata: dict[str, Any], raw: Any) -> list[EventDraft]:
         """What ends the turn: open items completed, then turn.ended, or the agent's session.ended
@@ -324,6 +368,7 @@ def _commands(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[Ev
 
 def _usage(t: SessionTranslator, update: dict[str, Any], raw: Any) -> list[EventDraft]:
     t.state.usage = {k: v for k, v in update.items() if k != "sessionUpdate"}
+    t.state.totals.usage_update(update)
     _keep(t, update, raw)
     return []
 

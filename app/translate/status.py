@@ -67,6 +67,21 @@ def status_item(
     return out
 
 
+def usage_item(t: Translator, label: str, detail: str, raw: Any) -> list[EventDraft]:
+    """A turn's token usage as legacy showed codex's: a completed system status item without a
+    native id (its item.started made by the bridge, as legacy's daemon did)."""
+    content = [{"type": "status", "label": label, "detail": detail}]
+    item = make_item(
+        item_id=t.ids.for_native(None),
+        native_item_id=None,
+        kind="status",
+        role="system",
+        content=content,
+        status="completed",
+    )
+    return t.lifecycle.completed(item, raw=raw)
+
+
 def entries_summary(entries: list[Any]) -> str:
     valid = [e for e in entries if isinstance(e, dict)]
     done = sum(1 for e in valid if e.get("status") == "completed")

@@ -34,7 +34,13 @@ its input, title and kind fill what the call lacks, and its diffs are kept. For 
 diff seen wins: opencode shows whole-file diffs only in the permission request, and a shorter,
 misnumbered one in its later update. ``file_ref`` parts: diffs (v1 and v2, see :mod:`.diffs`), resource
 links in the content, the locations of read tools (action read), and the file an edit tool names in
-its input when no diff shows it.
+its input when no diff shows it (with the diff of a write the agent made through the bridge).
+
+A v1 diff is made from whole files (it must apply to the file as it was): the agent's exact record of
+the change (claude's ``toolResponse``, qwen-code's ``rawOutput``; ``exact``), or a whole file the agent
+wrote through the bridge (``file_written``), else the file as read by the session layer
+(``files_wanted``, then ``supply_files``; ``views``), else the texts for agents whose diffs are whole
+files; else none. File text held for open calls is bounded (``FILE_TEXT_BUDGET``).
 
 Native ids: the call item's is the toolCallId (or ``_meta["sandbox-agent/nativeItemId"]``), the result
 item's ``<toolCallId>:result`` (or ``_meta["sandbox-agent/resultNativeItemId"]``).
@@ -55,6 +61,10 @@ from .handler import ItemTranslator
 from .items import make_item
 
 TOOL_STATUSES = frozenset({"pending", "in_progress", "completed", "failed", "cancelled"})
+# At most this many files are read for one update (an agent may name any number in its diffs), and
+# at most this many bytes of file text are held for the open tool calls of a session.
+FILES_PER_UPDATE = 8
+FILE_TEXT_BUDGET = 64 * 1024 * 1024
 ENDED = frozenset({"completed", "failed", "cancelled"})
 _MISSING: Any = object()
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -74,6 +84,11 @@ class ToolStyle:
     # Agent tool names that run anything (codex's `exec_command` runs `cat` as well as `echo`):
     # the ACP kind names such a call (read, shell...), the alias only when there is no kind.
     kind_named: frozenset[str] = frozenset()
+    # The agent's v1 diffs are whole files (ACP's meaning): without the file, they are shown as
+    # they are. False for agents that send snippets (claude): then only exact data gives a diff.
+    whole_file_diffs: bool = True
+    # A `rawOutput` object without any of `output_fields` is shown as JSON text (else the text content).
+    json_output: bool = True
 
 
 DEFAULT_STYLE = ToolStyle()
@@ -124,7 +139,13 @@ class ToolCallState:
     # Output text the agent streamed in `_meta` (`terminal_output_delta`, `terminal_output`) for a
     # terminal of its own, which the bridge cannot look up.
     streamed: list[str] = field(default_factory=list)
-    _diff_cache: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    # The agent's own exact record of a change, by path (claude's toolResponse): whole files.
+    exact: dict[str, diffs.WholeFiles] = field(default_factory=dict)
+    # The files the call's diffs name, as the session layer read them (None: no such file), and
+    # whether the change was made then (the call had completed).
+    views: dict[str, tuple[str | None, bool]] = field(default_factory=dict)
+    written: int = 0  # bytes of the changes the agent wrote through the bridge, held in `exact`
+    _diff_cache: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
 
     def raw(self) -> Any:
         """The call's ACP messages: one message as itself, several as a list."""
@@ -184,6 +205,9 @@ class ToolCalls:
         self.finished: dict[str, tuple[str, str | None]] = {}  # toolCallId -> (call item, result item)
         # Tool calls first seen in a permission request, merged when the call is announced.
         self.asked: dict[str, dict[str, Any]] = {}
+        # Files the session layer read for the update it translates next (``supply_files``).
+        self._supplied: dict[str, dict[str, str | None]] = {}
+        self._held = 0  # bytes of file text held in the open calls' views and written changes
 
     @property
     def style(self) -> ToolStyle:
@@ -218,6 +242,77 @@ class ToolCalls:
                 if known is None or _diff_size(item) > _diff_size(known):
                     state.asked_diffs[item["path"]] = item
 
+    # ---- the files behind diffs ----------------------------------------------------------------
+    def files_wanted(self, update: dict[str, Any]) -> list[str]:
+        """The files whose text the translation of ``update`` (a tool_call or tool_call_update) needs
+        to show exact diffs: those its v1 diffs name, when this update shows the call's result (it
+        starts or ends it) and the agent gave no exact record of the change. The session layer reads
+        them (no I/O here) and hands them over with ``supply_files`` before the update."""
+        call_id = update.get("toolCallId")
+        if not isinstance(call_id, str) or call_id in self.finished:
+            return []
+        state = self.calls.get(call_id)
+        status = update.get("status")
+        if status not in TOOL_STATUSES or (status == "pending" and state is not None):
+            status = state.status if state is not None else "pending"
+        meta = update.get("_meta")
+        streamed = isinstance(meta, dict) and any(key in meta for key in STREAMED_OUTPUT_KEYS)
+        output = update.get("rawOutput") is not None or streamed or (state is not None and state.has_output)
+        if status not in ENDED and (not output or (state is not None and state.result_started)):
+            return []
+        content = update.get("content")
+        items = content if isinstance(content, list) else (state.content if state is not None else [])
+        asked = state.asked_diffs.values() if state is not None else self._asked_diffs(call_id)
+        exact = set(state.exact) if state is not None else set()
+        change = diffs.vendor_change(meta) or diffs.output_change(update.get("rawOutput"))
+        if change is not None:
+            exact.add(change[0])
+        wanted: list[str] = []
+        for item in [*items, *asked]:
+            if isinstance(item, dict) and item.get("type") == "diff" and not diffs.is_v2(item):
+                path = item.get("path")
+                if isinstance(path, str) and path and path not in exact and path not in wanted:
+                    wanted.append(path)
+        return wanted[:FILES_PER_UPDATE]
+
+    def _asked_diffs(self, call_id: str) -> list[Any]:
+        asked = self.asked.get(call_id)
+        return list(asked.get("content") or []) if asked is not None else []
+
+    def file_written(self, path: str, before: str | None, after: str) -> None:
+        """A whole file the agent wrote through the bridge: the exact change of the one open tool
+        call that names it (its diffs, edit target or locations); nothing when none or several do, or
+        when it changed nothing. Several writes by one call make one change, from the first one's
+        before to the last's after."""
+        naming = [state for state in self.calls.values() if path in _paths_named(state)]
+        if len(naming) != 1 or before == after:
+            return  # no call, or which one cannot be told; or the file had changed already (opencode
+            # writes a file itself, then through the client too): this write tells nothing
+        state = naming[0]
+        known = state.exact.get(path)
+        first = known[0] if known is not None else before
+        if not self._hold(len(first or "") + len(after) - (_size(known) if known is not None else 0)):
+            return
+        state.exact[path] = (first, after)
+        state.written += len(first or "") + len(after) - (_size(known) if known is not None else 0)
+        state._diff_cache.clear()
+
+    def supply_files(self, call_id: str, files: dict[str, str | None]) -> None:
+        """The text of files ``files_wanted`` named (None: no such file), for the next update of
+        ``call_id``; a file that could not be read is left out. Only the last one is kept: it is
+        for the update translated next."""
+        self._supplied = {call_id: files}
+
+    def _hold(self, size: int) -> bool:
+        """Room for ``size`` more bytes of file text (taken when there is)."""
+        if size > 0 and self._held + size > FILE_TEXT_BUDGET:
+            return False
+        self._held += size
+        return True
+
+    def _release(self, state: ToolCallState) -> None:
+        self._held -= sum(len(view or "") for view, _ in state.views.values()) + state.written
+
     # ---- updates ---------------------------------------------------------------------------
     def upsert(self, update: dict[str, Any], raw: Any, *, chunk: Any = _MISSING) -> list[EventDraft]:
         call_id: str = update["toolCallId"]
@@ -231,6 +326,13 @@ class ToolCalls:
         self._merge(state, update)
         if is_new and call_id in self.asked:
             self._merge_asked(state, self.asked.pop(call_id))
+        files = self._supplied.pop(call_id, None)
+        if files:
+            changed = state.status == "completed"
+            for path, view in files.items():
+                known = state.views.get(path)
+                if self._hold(len(view or "") - len((known[0] if known else None) or "")):
+                    state.views[path] = (view, changed)
         if chunk is not _MISSING:
             state.content.append(chunk)
             state.chunked = True
@@ -301,6 +403,9 @@ class ToolCalls:
         if vendor is not None:
             state.vendor_name = vendor
         meta = update.get("_meta")
+        change = diffs.vendor_change(meta) or diffs.output_change(raw_output)
+        if change is not None:
+            state.exact[change[0]] = change[1]
         if isinstance(meta, dict):
             for key in STREAMED_OUTPUT_KEYS:
                 chunk = meta.get(key)
@@ -344,6 +449,7 @@ class ToolCalls:
 
     def _finish(self, state: ToolCallState, raw: Any, status: str) -> list[EventDraft]:
         out = self._t.lifecycle.completed(self._result_item(state, status), raw=raw)
+        self._release(state)
         del self.calls[state.call_id]
         self.finished[state.call_id] = (state.call_item_id, state.result_item_id)
         return out
@@ -392,7 +498,11 @@ class ToolCalls:
         elif state.kind == "edit" and not seen:
             edited = edit_target(state)
             if edited is not None:
-                parts.append({"type": "file_ref", "path": edited[0], "action": edited[1], "diff": None})
+                exact = state.exact.get(edited[0])
+                if exact is not None:  # no diff content, but the change is known (written through the bridge)
+                    parts.append(diffs.file_ref(edited[0], *exact))
+                else:
+                    parts.append({"type": "file_ref", "path": edited[0], "action": edited[1], "diff": None})
         return parts
 
     @staticmethod
@@ -421,22 +531,33 @@ class ToolCalls:
     def _diff_parts(self, state: ToolCallState, item: dict[str, Any]) -> list[dict[str, Any]]:
         if diffs.is_v2(item):
             return diffs.v2_parts(item)
+        path, old, new = diffs.v1_texts(item)
+        exact = state.exact.get(path)
+        if exact is not None:  # the agent's own record: whole files
+            return [self._cached(state, ("exact", path), lambda: diffs.file_ref(path, *exact))]
         patch = self._raw_patch(state) if self.style.patch_fields else None
-        if patch is not None and isinstance(item.get("path"), str):
-            text = diffs.patch_for(item["path"], patch)
+        if patch is not None and path:
+            text = diffs.patch_for(path, patch)
             if text is not None:
-                action = "patch" if item.get("oldText") else "write"
-                return [{"type": "file_ref", "path": item["path"], "action": action, "diff": text}]
-        path, old, new = item.get("path"), item.get("oldText"), item.get("newText")
-        key = (
-            path if isinstance(path, str) else "",
-            old if isinstance(old, str) else "",
-            new if isinstance(new, str) else "",
-        )
+                return [{"type": "file_ref", "path": path, "action": "patch" if old else "write", "diff": text}]
+        view = state.views.get(path)
+        if view is not None:  # the file as read: find the change in it
+            key = ("view", path, old, new, view[1], view[0])
+            files = diffs.located(old, new, view[0], view[1])
+            if files is None:
+                return [diffs.no_diff_ref(path, old)]
+            return [self._cached(state, key, lambda: diffs.file_ref(path, *files))]
+        if not self.style.whole_file_diffs and old:
+            return [diffs.no_diff_ref(path, old)]  # snippets: no diff without the file
+        # Started and completed show the same diff: computed once.
+        return [self._cached(state, ("texts", path, old, new), lambda: diffs.v1_file_ref(item))]
+
+    @staticmethod
+    def _cached(state: ToolCallState, key: tuple[Any, ...], make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         part = state._diff_cache.get(key)
-        if part is None:  # started and completed show the same diff: compute it once
-            part = state._diff_cache[key] = diffs.v1_file_ref(item)
-        return [dict(part)]
+        if part is None:
+            part = state._diff_cache[key] = make()
+        return dict(part)
 
     def output(self, state: ToolCallState) -> str:
         lookup = self._t.terminal_output
@@ -446,8 +567,11 @@ class ToolCalls:
                 return texts
         if state.streamed:
             return "".join(state.streamed)
-        if state.raw_output is not None:
-            return output_text(state.raw_output, self.style.output_fields)
+        raw = state.raw_output
+        if raw is not None and (self.style.json_output or not isinstance(raw, dict)):
+            return output_text(raw, self.style.output_fields)
+        if isinstance(raw, dict) and any(isinstance(raw.get(key), str) for key in self.style.output_fields):
+            return output_text(raw, self.style.output_fields)
         return content_texts(state.content, None) or ""
 
 
@@ -494,6 +618,24 @@ def output_text(raw_output: Any, fields: tuple[str, ...] = ("output",)) -> str:
 STREAMED_OUTPUT_KEYS = ("terminal_output_delta", "terminal_output")
 
 _PATH_KEYS = ("file_path", "filePath", "filepath", "path")
+
+
+def _size(files: diffs.WholeFiles) -> int:
+    return len(files[0] or "") + len(files[1])
+
+
+def _paths_named(state: ToolCallState) -> set[str]:
+    """The files a tool call names: in its diffs, its edit target, its locations."""
+    named = {
+        item["path"]
+        for item in [*state.content, *state.asked_diffs.values()]
+        if isinstance(item, dict) and item.get("type") == "diff" and isinstance(item.get("path"), str)
+    }
+    named.update(loc["path"] for loc in state.locations if isinstance(loc, dict) and isinstance(loc.get("path"), str))
+    target = edit_target(state)
+    if target is not None:
+        named.add(target[0])
+    return named
 
 
 def edit_target(state: ToolCallState) -> tuple[str, str] | None:

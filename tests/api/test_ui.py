@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import tomllib
 from collections.abc import Iterator
 
@@ -39,6 +40,28 @@ def test_ui_without_slash_redirects_keeping_the_query(secured: Bridge) -> None:
     assert response.status_code == 308
     assert response.headers["location"] == "/ui/?token=s3cret&headers=%7B%7D"
     assert httpx.get(secured.url + "/ui").headers["location"] == "/ui/"
+
+
+def raw_get(bridge: Bridge, target: str, host: str) -> tuple[str, dict[str, str]]:
+    """A GET of ``target`` exactly as written (httpx would remove its dot segments)."""
+    with socket.create_connection(("127.0.0.1", bridge.port), timeout=10) as sock:
+        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    headers = {k.lower(): v.strip() for k, v in (line.split(":", 1) for line in head[1:])}
+    return head[0], headers
+
+
+@pytest.mark.parametrize("target", ["/ui/.", "/ui/.?url=http://other.example", "/ui/./.", "/ui"])
+def test_ui_redirects_are_relative_and_never_echo_the_host(secured: Bridge, target: str) -> None:
+    status, headers = raw_get(secured, target, "attacker.example")
+    assert status.split()[1] in ("307", "308"), status
+    location = headers["location"]
+    assert location.startswith("/ui") and not location.startswith("//") and "attacker" not in location, location
+    if "?" in target:
+        assert location.endswith("?url=http://other.example")
 
 
 def test_page_is_not_in_the_legacy_openapi_document(secured: Bridge) -> None:

@@ -1,6 +1,8 @@
 """Connections cannot lock clients out: a real server on 127.0.0.1 under 2,000 idle and slowloris
-connections keeps serving an authenticated client; request heads and bodies have deadlines; an SSE
-reader that stops reading has its socket closed at the send timeout; the open-file limit is raised."""
+connections, or hundreds of readers that pipeline requests and never read, keeps serving an
+authenticated client; request heads, bodies and writes have deadlines; pipelined requests are
+answered in order however many come in one write; an SSE reader that stops reading has its socket
+closed at the send timeout; the open-file limit is raised."""
 
 from __future__ import annotations
 
@@ -17,8 +19,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.pipelined_readers import attack as pipelined_attack
+from bench.pipelined_readers import raise_open_files
 from tests.e2e.test_streaming import StalledReader
-from tests.support import create_session, iter_sse, send, start_bridge, wait_until
+from tests.support import Bridge, create_session, iter_sse, send, start_bridge, wait_until
 
 TOKEN = "t" * 48
 # Runs the bridge with the soft open-file limit lowered to 1,024, as many systems start it.
@@ -200,3 +204,54 @@ def test_an_sse_reader_that_stops_reading_is_closed_at_the_send_timeout(tmp_path
         dead.close()
     finally:
         server.stop()
+
+
+def test_readers_that_pipeline_requests_and_never_read_are_bounded_and_closed(tmp_path: Path) -> None:
+    """bench/pipelined_readers.py at a smaller scale (its full run: 2,100 connections x 400 for 60 s):
+    600 connections each send 400 ``GET /openapi.json`` in one write and never read, against a cap of
+    500 with a 3 s write timeout. The authenticated client's round trips and new SSE streams work
+    throughout, the server's RSS stays bounded and goes back down, and the log says what was closed."""
+    raise_open_files(1000)
+    server = start_bridge(
+        tmp_path,
+        token=TOKEN,
+        env={"ACP_BRIDGE_MAX_CONNECTIONS": "500", "ACP_BRIDGE_WRITE_TIMEOUT": "3"},
+    )
+    try:
+        api = server.client()
+        create_session(api, "probe")
+        assert api.get("/openapi.json").status_code == 200
+        result = pipelined_attack(server.url, TOKEN, server.proc.pid, "probe", 600, 400, hold=8, after=5)
+        seen = result.probe
+        assert not seen.failures and seen.round_trips >= 5 and seen.streams >= 1, seen
+        # Each connection holds at most 4 parsed requests and one answer: ~40 KB, not megabytes.
+        assert result.peak_mb - result.before_mb < 100, result
+        assert result.after_mb - result.before_mb < 50, result
+        assert wait_until(lambda: "whose reader took nothing for 3 s" in server.log(), 15), server.log()
+        assert "closed to make room at the cap" in server.log()
+    finally:
+        server.stop()
+
+
+def test_pipelined_requests_are_answered_in_order(bridge: Bridge) -> None:
+    """300 requests in one write (most of them held unparsed while 4 wait), bodies included: every
+    one is answered, in order, on the one connection."""
+    count = 300
+    requests = []
+    for index in range(count):
+        if index % 50 == 7:
+            body = json.dumps({"agent": "nope"}).encode()
+            head = f"POST /v1/sessions/p-{index} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            requests.append(head.encode() + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        else:
+            requests.append(f"GET /v1/sessions/p-{index}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    with socket.create_connection(("127.0.0.1", bridge.port), timeout=20) as sock:
+        sock.sendall(b"".join(requests))
+        received = b""
+        while received.count(b"HTTP/1.1 ") < count or not received.endswith(b"}"):
+            chunk = sock.recv(65536)
+            assert chunk, f"closed after {received.count(b'HTTP/1.1 ')} answers"
+            received += chunk
+    ids = [int(part.split(b'"', 1)[0]) for part in received.split(b": p-")[1:]]
+    assert ids == [i for i in range(count) if i % 50 != 7], ids[:20]  # the creates' 400 names no id
+    assert received.count(b"unsupported_agent") == count // 50

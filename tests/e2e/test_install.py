@@ -140,6 +140,7 @@ def bridge(tmp_path: Path, registry: Registry) -> Iterator[Bridge]:
         "npm_config_fetch_retries": "0",
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "ANTHROPIC_API_KEY": "sk-ant-test",  # claude sessions need credentials to start
+        "ACP_BRIDGE_NODE_ON_DEMAND": "0",  # the system's Node.js only (test_node_on_demand.py brings one)
     }
     npm = shutil.which("npm")
     assert npm is not None
@@ -221,7 +222,8 @@ def test_an_adapter_needing_a_newer_node_is_refused_naming_the_requirement(bridg
     response = client.post("/v1/agents/claude/install", json={"agentVersion": FUTURE_VERSION, "reinstall": True})
     assert response.status_code == 500
     stderr = response.json()["details"]["stderr"]
-    assert f"{PACKAGE}@{FUTURE_VERSION} needs Node.js >=999" in stderr and "ACP_BRIDGE_NODE_ON_DEMAND=1" in stderr
+    assert f"{PACKAGE}@{FUTURE_VERSION} needs Node.js >=999" in stderr
+    assert "ACP_BRIDGE_NODE_ON_DEMAND on (it is off here)" in stderr
     assert _claude(client)["version"] == "9.9.9"  # the earlier install is left as it was
 
 

@@ -10,6 +10,7 @@ outside CI, with the reason), and skip everywhere with ``ACP_BRIDGE_TEST_REAL_AG
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 
 from app.agents.profiles import version_key
 from tests.realagents import fake_llm
+from tests.realagents.diffcheck import applied, check_events
 from tests.realagents.legacy import ready
 from tests.realagents.netns import driver_report
 
@@ -66,17 +68,28 @@ def file_refs(result: dict[str, Any]) -> list[dict[str, Any]]:
     return [p for p in parts(items(result, "tool_result"), "file_ref") if p["action"] in ("write", "patch")]
 
 
+def conversation(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The model requests of the agent's conversation (not those of its helpers, such as codex's
+    auto-review classifier, which it may call now and then)."""
+    return [r for r in result["llm_requests"] if r["tools"] and not r.get("subagent")]
+
+
 def models_asked(result: dict[str, Any]) -> set[str]:
-    return {r["model"] for r in result["llm_requests"] if r["tools"]}
+    return {r["model"] for r in conversation(result)}
 
 
 def work_dir(result: dict[str, Any]) -> str:
     return str(result["info"]["directory"])
 
 
+def final_text(result: dict[str, Any]) -> str:
+    """The file a case's scripted steps leave: written, edited, and maybe written again."""
+    return fake_llm.REWRITTEN_TEXT if "rewrite" in (result.get("steps") or "") else fake_llm.EDITED_TEXT
+
+
 def assert_scripted_turn(result: dict[str, Any]) -> None:
     assert result["create"]["status"] == 200, result["create"]
-    assert result["files"].get(fake_llm.FILE_NAME) == fake_llm.EDITED_TEXT, result["files"]
+    assert result["files"].get(fake_llm.FILE_NAME) == final_text(result), result["files"]
     ended = of_type(result, "turn.ended")
     assert ended and ended[-1]["data"]["metadata"]["stopReason"] == "end_turn", ended
     said = "".join(p["text"] for p in parts(items(result, "message"), "text"))
@@ -84,17 +97,22 @@ def assert_scripted_turn(result: dict[str, Any]) -> None:
     assert result["terminate_status"] == 204 and of_type(result, "session.ended")
 
 
-def assert_whole_diffs(result: dict[str, Any], agent: str) -> None:
-    """The write shows the whole new file, the edit the changed second line with its true number
-    (claude shows the edit as the snippet it changed, so only its lines are checked)."""
+def assert_whole_diffs(result: dict[str, Any]) -> None:
+    """The write shows the whole new file (created: ``--- /dev/null``); the edit, applied to it, gives
+    the edited file: its hunk has the changed line's true number, whatever the agent sent."""
     refs = {ref["action"]: ref for ref in file_refs(result)}
-    path = f"{work_dir(result)}/{fake_llm.FILE_NAME}".lstrip("/")
-    write, edit = refs["write"], refs["patch"]
-    assert write["diff"] == f"--- a/{path}\n+++ b/{path}\n@@ -0,0 +1,2 @@\n+hello from fake llm\n+line two\n"
-    if agent == "claude":
-        assert "-line two" in edit["diff"] and "+line two (edited)" in edit["diff"], edit["diff"]
-    else:
-        assert "@@ -1,2 +1,2 @@\n hello from fake llm\n-line two\n+line two (edited)\n" in edit["diff"], edit["diff"]
+    path = f"{work_dir(result)}/{fake_llm.FILE_NAME}"
+    body = "".join(f"+{line}\n" for line in fake_llm.FILE_TEXT.splitlines())
+    assert refs["write"]["diff"] == f"--- /dev/null\n+++ b/{path.lstrip('/')}\n@@ -0,0 +1,10 @@\n{body}"
+    edit = refs["patch"]["diff"]
+    assert applied(edit, fake_llm.FILE_TEXT, path) == fake_llm.EDITED_TEXT, edit
+    assert "\n-line two\n+line two (edited)\n" in edit and "No newline" not in edit, edit
+
+
+def diff_check(result: dict[str, Any]) -> Any:
+    """Every diff of a case applied in turn (git apply, patch) from no file to the file it left."""
+    files = {f"{work_dir(result)}/{name}": text for name, text in result["files"].items()}
+    return check_events(result.get("events", []), files)
 
 
 def test_agent_without_its_key_is_refused_by_name(run: dict[str, Any]) -> None:
@@ -192,7 +210,7 @@ def test_tools_have_stable_names_and_real_output(run: dict[str, Any]) -> None:
         assert outputs[shell_index].strip() == fake_llm.SHELL_OUTPUT, outputs  # the command's text, not JSON
         if agent == "codex":  # the file's text as `cat` printed it
             assert outputs[names.index("read")] == fake_llm.EDITED_TEXT, outputs
-        assert_whole_diffs(first, agent)
+        assert_whole_diffs(first)
 
 
 def test_permissions_once_always_reject(run: dict[str, Any]) -> None:
@@ -211,7 +229,7 @@ def test_permissions_once_always_reject(run: dict[str, Any]) -> None:
     ), actions
     assert {e["data"]["status"] for e in of_type(once, "permission.resolved")} == {"accept"}
     # always: the agent (or the bridge, for a later request with the same keys) approves the edit too.
-    assert always["files"].get(fake_llm.FILE_NAME) == fake_llm.EDITED_TEXT
+    assert always["files"].get(fake_llm.FILE_NAME) == final_text(always)
     assert "accept_for_session" in {e["data"]["status"] for e in of_type(always, "permission.resolved")}
     # reject: nothing written, the tool failed.
     assert fake_llm.FILE_NAME not in reject["files"], reject["files"]
@@ -228,17 +246,17 @@ def test_modes_behave_as_named(run: dict[str, Any]) -> None:
         assert ["set_config_option", "mode", "agent-full-access"] in bypass["settings_sent"], bypass["settings_sent"]
         assert ["set_config_option", "reasoning_effort", "high"] in bypass["settings_sent"]
         assert bypass["permissions_answered"] == [] and not of_type(bypass, "permission.requested")
-        assert {r["effort"] for r in bypass["llm_requests"]} == {"high"}  # variant -> reasoning effort
+        assert {r["effort"] for r in conversation(bypass)} == {"high"}  # variant -> reasoning effort
         assert bypass["info"]["agentMode"] == "build" and bypass["info"]["variant"] == "high"
         # default and acceptEdits leave codex on its own default ("auto review"): these edits pass unasked.
         for name in ("default", "accept_edits"):
             result = case(run, name)
             assert not any(s[0] == "set_config_option" and s[1] == "mode" for s in result["settings_sent"])
-            assert result["files"].get(fake_llm.FILE_NAME) == fake_llm.EDITED_TEXT
+            assert result["files"].get(fake_llm.FILE_NAME) == final_text(result)
             assert not of_type(result, "permission.requested")
         plan = case(run, "plan")
         assert ["set_config_option", "mode", "read-only"] in plan["settings_sent"]
-        assert all(r["prompt"].startswith(PLAN_PREFIX) for r in plan["llm_requests"] if r["tools"])
+        assert all(r["prompt"].startswith(PLAN_PREFIX) for r in conversation(plan))
         assert of_type(plan, "permission.requested"), "read-only asks before writing"
         assert fake_llm.FILE_NAME not in plan["files"]
         assert "turbo" in case(run, "unknown_variant")["create"]["body"]["detail"]
@@ -248,17 +266,17 @@ def test_modes_behave_as_named(run: dict[str, Any]) -> None:
         assert ["set_config_option", "mode", "full-access"] in bypass["settings_sent"], bypass["settings_sent"]
         assert ["set_config_option", "reasoning_effort", "high"] in bypass["settings_sent"]
         assert bypass["permissions_answered"] == [] and not of_type(bypass, "permission.requested")
-        assert {r["effort"] for r in bypass["llm_requests"]} == {"high"}  # variant -> reasoning effort
+        assert {r["effort"] for r in conversation(bypass)} == {"high"}  # variant -> reasoning effort
         assert bypass["info"]["agentMode"] == "build" and bypass["info"]["variant"] == "high"
         plan = case(run, "plan")
         assert not any(s[2] == "full-access" for s in plan["settings_sent"])  # read-only, codex's start mode
-        assert all(r["prompt"].startswith(PLAN_PREFIX) for r in plan["llm_requests"] if r["tools"])
+        assert all(r["prompt"].startswith(PLAN_PREFIX) for r in conversation(plan))
         assert of_type(plan, "permission.requested"), "read-only asks before writing"
         assert fake_llm.FILE_NAME not in plan["files"]
         assert "ultra" in case(run, "unknown_variant")["create"]["body"]["detail"]
     elif agent == "claude":
         accept = case(run, "accept_edits")
-        assert accept["files"].get(fake_llm.FILE_NAME) == fake_llm.EDITED_TEXT
+        assert accept["files"].get(fake_llm.FILE_NAME) == final_text(accept)
         assert not of_type(accept, "permission.requested")  # claude's own acceptEdits mode
         assert accept["info"]["agentMode"] == "build" and accept["info"]["permissionMode"] == "acceptEdits"
         assert ["set_config_option", "mode", "acceptEdits"] in accept["settings_sent"], accept["settings_sent"]
@@ -272,7 +290,7 @@ def test_modes_behave_as_named(run: dict[str, Any]) -> None:
         else:
             assert ["set_config_option", "mode", "bypassPermissions"] in bypass["settings_sent"]
             assert not of_type(bypass, "permission.requested")
-            assert bypass["files"].get(fake_llm.FILE_NAME) == fake_llm.EDITED_TEXT
+            assert bypass["files"].get(fake_llm.FILE_NAME) == final_text(bypass)
     else:
         plan = case(run, "plan")
         assert ["set_config_option", "mode", "plan"] in plan["settings_sent"]
@@ -282,3 +300,102 @@ def test_modes_behave_as_named(run: dict[str, Any]) -> None:
         assert unknown["status"] == 400 and unknown["body"]["type"].endswith("mode_not_supported")
         modes = [m["id"] for m in run["modes_after"]["modes"]]
         assert {"build", "plan", "custom"} <= set(modes), modes
+
+
+def test_every_diff_applies_to_the_file_as_it_was(run: dict[str, Any]) -> None:
+    """Write, edit and write again (claude's Edit sends trimmed snippets; the bridge shows exact
+    diffs all the same): each diff applies with git apply and patch, in turn, to the file before it."""
+    total = 0
+    for name, result in run["cases"].items():
+        if result["create"]["status"] != 200:
+            continue
+        check = diff_check(result)
+        assert check.ok, (name, check.summary(), check.problems)
+        # opencode shows no diff for a write it does not ask about (its tool call has none, and it
+        # writes the file itself before it writes it through the bridge): that file_ref has none.
+        assert check.missing == 0 or run["agent"] == "opencode", (name, check.summary())
+        total += check.diffs
+    rewrites = [
+        r for r in run["cases"].values() if "rewrite" in (r.get("steps") or "") and r["create"]["status"] == 200
+    ]
+    assert rewrites and all(diff_check(r).diffs + diff_check(r).missing >= 3 for r in rewrites)
+    print(f"{run['agent']}: {total} diffs, all apply")
+
+
+def turn_usages(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e["data"]["metadata"] for e in of_type(result, "turn.ended")]
+
+
+def requests_asked(result: dict[str, Any]) -> int:
+    """The model requests of a case that the fake LLM answered with usage (those with tools)."""
+    return sum(1 for r in result["llm_requests"] if r["tools"])
+
+
+def assert_fake_usage(agent: str, usage: dict[str, int], most: int) -> None:
+    """A turn's token counts are what the fake LLM reported for its requests, as the agent adds
+    them up: n requests (1 <= n <= ``most``) for claude and codex, the last one for opencode."""
+    llm = fake_llm
+    if agent == "opencode":  # opencode tells the turn's last model call (its thoughts apart)
+        assert usage["inputTokens"] == llm.TOKENS_IN and usage["cachedReadTokens"] == llm.TOKENS_CACHED, usage
+        assert usage["outputTokens"] + usage.get("thoughtTokens", 0) == llm.TOKENS_OUT, usage
+        assert usage["totalTokens"] == llm.TOKENS_IN + llm.TOKENS_CACHED + llm.TOKENS_OUT, usage
+        return
+    n, rest = divmod(usage["inputTokens"], llm.TOKENS_IN)
+    assert rest == 0 and 1 <= n <= most, (usage, most)
+    assert usage["outputTokens"] == n * llm.TOKENS_OUT and usage["cachedReadTokens"] == n * llm.TOKENS_CACHED, usage
+    if agent == "claude":  # Anthropic counts cache writes apart, and no thoughts
+        assert usage["cachedWriteTokens"] == n * llm.TOKENS_CACHE_WRITE, usage
+        assert usage["totalTokens"] == n * (llm.TOKENS_IN + llm.TOKENS_CACHED + llm.TOKENS_CACHE_WRITE + llm.TOKENS_OUT)
+    else:  # codex: the reasoning of the answers that thought
+        thought, rest = divmod(usage.get("thoughtTokens", 0), llm.TOKENS_THOUGHT)
+        assert rest == 0 and thought <= n, usage
+        assert usage["totalTokens"] == n * (llm.TOKENS_IN + llm.TOKENS_CACHED + llm.TOKENS_OUT), usage
+
+
+def metric_samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def test_turns_carry_the_tokens_and_cost_the_model_reported(run: dict[str, Any]) -> None:
+    agent = run["agent"]
+    if agent == "codex" and not newer(run, (1, 0, 0)):
+        pytest.skip("codex-acp 0.x tells no token usage")
+    told = 0
+    for result in run["cases"].values():
+        for metadata in turn_usages(result):
+            assert "usage" in metadata, metadata  # every turn of these agents tells its usage
+            assert_fake_usage(agent, metadata["usage"], requests_asked(result))
+            told += 1
+            if agent in ("claude", "opencode"):  # they tell a cost, in USD
+                assert metadata["cost"]["currency"] == "USD" and metadata["cost"]["amount"] > 0, metadata
+            assert metadata["context"]["size"] > 0, metadata
+    assert told >= 3
+    # /metrics sums what the turns of each bridge told.
+    for scraped in run["metrics"]:
+        samples = metric_samples(scraped["text"])
+        turns = [m for name in scraped["cases"] for m in turn_usages(run["cases"][name])]
+        for key, kind in (("inputTokens", "input"), ("outputTokens", "output"), ("cachedReadTokens", "cached_read")):
+            summed = sum(m["usage"].get(key, 0) for m in turns)
+            assert (
+                samples.get(("acp_bridge_tokens_total", frozenset({"agent": agent, "kind": kind}.items())), 0) == summed
+            )
+        cost = sum(m["cost"]["amount"] for m in turns if "cost" in m)
+        counted = samples.get(("acp_bridge_cost_usd_total", frozenset({"agent": agent}.items())), 0.0)
+        assert abs(counted - cost) < 1e-9, (counted, cost)
+
+
+def test_codex_turns_show_the_legacy_token_usage_status(run: dict[str, Any]) -> None:
+    if run["agent"] != "codex" or not newer(run, (1, 0, 0)):
+        pytest.skip("codex 2.x only (legacy showed codex's token usage as a status item)")
+    result = case(run, "default")
+    statuses = [i for i in items(result, "status") if i["content"][0]["label"] == "thread.token_usage.updated"]
+    assert len(statuses) == len(turn_usages(result)) == 1
+    detail = json.loads(statuses[0]["content"][0]["detail"])
+    assert detail["threadId"] == result["info"]["nativeSessionId"]
+    assert detail["tokenUsage"]["last"]["inputTokens"] == turn_usages(result)[0]["usage"]["inputTokens"]

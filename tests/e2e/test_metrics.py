@@ -3,15 +3,16 @@ real mock agent with permissions. Real server, real agent process."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.hitl_support import reply_permission, wait_count
-from tests.support import Bridge, create_session, send, start_bridge, until_type, wait_for_events
+from tests.support import Bridge, create_session, events, send, start_bridge, until_type, wait_for_events
 
 TOKEN = "metrics-token"
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -100,3 +101,32 @@ def test_metrics_move_with_a_mock_session_with_permissions(bridge: Bridge, tmp_p
     # Webhooks are not configured: nothing queued, nothing delivered.
     assert value(after, "acp_bridge_webhook_queue_depth") == 0
     assert total(after, "acp_bridge_webhook_deliveries_total") == 0
+
+
+def test_stop_reasons_an_agent_invents_are_one_series(bridge: Bridge) -> None:
+    """An agent's ``stopReason`` is agent-controlled: unknown ones count as ``other``, so /metrics
+    does not grow a series per string."""
+    client = bridge.client(TOKEN)
+    before = scrape(client)
+    create_session(client, "reasons")
+
+    def ended_turns(count: int) -> Callable[[list[dict[str, Any]]], bool]:
+        return lambda evs: sum(e["type"] == "turn.ended" for e in evs) == count
+
+    for index in range(5):
+        send(client, "reasons", f"stopreason made-up-{index}")
+        wait_for_events(client, "reasons", ended_turns(index + 1))
+    send(client, "reasons", "stopreason max_tokens")
+    wait_for_events(client, "reasons", ended_turns(6))
+    after = scrape(client)
+    ended = "acp_bridge_turns_ended_total"
+    assert (
+        value(after, ended, agent="mock", stop_reason="other") - value(before, ended, agent="mock", stop_reason="other")
+        == 5
+    )
+    assert value(after, ended, agent="mock", stop_reason="max_tokens") >= 1
+    assert not any("made-up" in str(labels) for (_, labels) in after)
+    # The events keep the agent's own string.
+    reasons = [e["data"] for e in events(client, "reasons") if e["type"] == "turn.ended"]
+    assert "made-up-0" in str(reasons[0])
+    assert client.post("/v1/sessions/reasons/terminate").status_code == 204

@@ -18,6 +18,7 @@ import pytest
 
 from tests.realagents import fake_llm
 from tests.realagents.agents import RECIPES, AgentUnavailable, chosen, install
+from tests.realagents.diffcheck import check_events
 from tests.realagents.netns import driver_report, isolation, opted_out, unavailable
 
 DRIVER_TIMEOUT = 240.0
@@ -105,6 +106,13 @@ def test_agent_reads_writes_and_runs_a_shell_through_the_bridge(real: dict[str, 
     assert of_type(real, "session.ended"), "terminate records session.ended"
 
 
+def test_every_diff_applies_to_the_file_as_it_was(real: dict[str, Any]) -> None:
+    """The write and the edit each show a diff that applies (git apply, patch) to the file before it."""
+    work = Path(real["root"]) / "work"
+    check = check_events(real["events"], {str(work / fake_llm.FILE_NAME): real["file"]})
+    assert check.ok and check.diffs >= 2 and check.missing == 0, (check.summary(), check.problems)
+
+
 def test_agent_leaves_no_process_behind(real: dict[str, Any]) -> None:
     assert real["terminate_status"] == 204
     assert real["pids_before_terminate"], "the agent's processes were found while it ran"
@@ -186,6 +194,10 @@ def test_gemini_permission_modes_take_effect(gemini: dict[str, Any]) -> None:
     # default: gemini's own default mode asks, and the rejected write leaves no file.
     default = gemini["extra"]["default"]
     assert of_type(default, "permission.requested") and default["file"] is None
+    for name, result in gemini["extra"].items():  # every diff applies to the file as it was
+        path = Path(gemini["root"]) / "work" / name / fake_llm.FILE_NAME
+        check = check_events(result["events"], {str(path): result["file"]} if result["file"] else {})
+        assert check.ok and check.missing == 0, (name, check.summary(), check.problems)
 
 
 def test_gemini_tool_names_are_stable(gemini: dict[str, Any]) -> None:

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.agents.acp_catalog import load_snapshot
 from tests.realagents import fake_llm
+from tests.realagents.diffcheck import check_events
 from tests.realagents.legacy import install_dir, install_outside
 from tests.realagents.netns import driver_report, isolation, opted_out, unavailable
 from tests.realagents.registry_agent import AGENT, catalog_version
@@ -74,6 +76,12 @@ def test_the_session_works_against_the_fake_llm(report: dict[str, Any]) -> None:
     assert set(report["leftover_pids"]) <= {report["bridge_pid"]}
     assert set(report["pids_before_terminate"]) - {report["bridge_pid"]}, "the agent ran"
     assert report["bridge_children_after_terminate"] == []
+
+
+def test_every_diff_applies_to_the_file_as_it_was(report: dict[str, Any]) -> None:
+    work = Path(report["root"]) / "work"
+    check = check_events(report["events"], {str(work / fake_llm.FILE_NAME): report["file"]})
+    assert check.ok and check.diffs >= 2 and check.missing == 0, (check.summary(), check.problems)
 
 
 def test_the_install_is_kept_where_the_catalog_says(report: dict[str, Any]) -> None:

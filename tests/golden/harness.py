@@ -113,20 +113,27 @@ class Replay:
                 self.drafts.append(EventDraft(ERROR, data, synthetic=True, raw=msg))
                 self.drafts += self.translator.turn_ended(turn_id, {"stopReason": "error"}, raw=None)
                 return
-            result = msg.get("result") if isinstance(msg.get("result"), dict) else {}
-            metadata: dict[str, Any] = {"stopReason": result.get("stopReason")}
-            if isinstance(result.get("_meta"), dict):
-                metadata["meta"] = result["_meta"]
-            self.drafts += self.translator.turn_ended(turn_id, metadata, raw=msg)
+            self.drafts += self.translator.turn_result(turn_id, msg.get("result"), msg, "<SESSION_ID>")
 
 
-def replay(records: list[dict[str, Any]], style: ToolStyle = DEFAULT_STYLE) -> list[EventDraft]:
+def replay(
+    records: list[dict[str, Any]], style: ToolStyle = DEFAULT_STYLE, usage_status: bool = False
+) -> list[EventDraft]:
     """The drafts a session would record; what is still open when the recording stops is completed,
     as terminating the session would."""
-    run = Replay(SessionTranslator(tool_style=style))
+    run = Replay(SessionTranslator(tool_style=style, usage_status=usage_status))
     for record in records:
         run.feed(record)
     return run.drafts + run.translator.flush()
+
+
+def replay_transcript(transcript: Path) -> list[EventDraft]:
+    """A recording replayed as the bridge reads it: a legacy id's with that agent's profile (tool
+    style, codex's usage status item), the others with the generic one."""
+    name = transcript.name.removesuffix(".jsonl")
+    profile = PROFILES.get(name.removeprefix("legacy-")) if name.startswith("legacy-") else None
+    usage_status = profile is not None and profile.legacy_usage_status
+    return replay(load(transcript), style_for(transcript), usage_status)
 
 
 def summarize(draft: EventDraft) -> str:

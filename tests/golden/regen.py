@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.golden.harness import expected_path, load, replay, style_for, summarize, transcripts
+from tests.golden.harness import expected_path, replay_transcript, summarize, transcripts
 
 
 def write_expected(transcript: Path) -> Path:
     target = expected_path(transcript)
     target.parent.mkdir(parents=True, exist_ok=True)
-    events = [summarize(d) for d in replay(load(transcript), style_for(transcript))]
+    events = [summarize(d) for d in replay_transcript(transcript)]
     target.write_text(json.dumps({"transcript": transcript.name, "events": events}, indent=1) + "\n", encoding="utf-8")
     return target
 

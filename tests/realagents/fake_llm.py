@@ -41,10 +41,13 @@ FINAL_MARK = "FAKE-LLM-FINAL"
 FINAL_TEXT = f"All scripted steps are done. {FINAL_MARK}"
 PLAIN_TEXT = "OK."
 FILE_NAME = "hello.txt"
-FILE_TEXT = "hello from fake llm\nline two\n"
+# Ten lines, the edited one in the middle: a diff's hunk is neither the whole file nor at its start.
+FILE_TEXT = "hello from fake llm\nalpha\nbravo\ncharlie\ndelta\nline two\necho\nfoxtrot\ngolf\nhotel\n"
 EDIT_OLD = "line two"
 EDIT_NEW = "line two (edited)"
 EDITED_TEXT = FILE_TEXT.replace(EDIT_OLD, EDIT_NEW)
+# `rewrite` writes the whole file again over the edited one: a line changed, one added.
+REWRITTEN_TEXT = EDITED_TEXT.replace("golf\n", "golf (rewritten)\n") + "india\n"
 SHELL_COMMAND = "echo fake-shell-ok"
 SHELL_OUTPUT = "fake-shell-ok"
 TOUCH_NAME = "touched.txt"
@@ -52,7 +55,7 @@ SLOW_SECONDS = 20.0
 SLOW_TICK = 0.5
 
 DIRECTIVE = re.compile(r"\[scenario:([a-z_,]*)(?:\s+dir=([^\]\s]+))?\]")
-ACTIONS = ("plan", "write", "edit", "read", "shell", "touch", "text", "slow")
+ACTIONS = ("plan", "write", "edit", "rewrite", "read", "shell", "touch", "text", "slow")
 
 # Tool names per action, most specific first; the first one the agent offers wins.
 TOOL_NAMES: dict[str, tuple[str, ...]] = {
@@ -63,6 +66,7 @@ TOOL_NAMES: dict[str, tuple[str, ...]] = {
     "shell": ("mcp__acp__Bash", "Bash", "bash", "run_shell_command", "shell", "exec_command"),
 }
 TOOL_NAMES["touch"] = TOOL_NAMES["shell"]
+TOOL_NAMES["rewrite"] = TOOL_NAMES["write"]
 
 PATH_KEYS = ("file_path", "absolute_path", "filePath", "path", "file", "filename")
 CONTENT_KEYS = ("content", "contents", "file_text", "text")
@@ -131,6 +135,7 @@ def tool_call_for(action: str, directory: str, tools: dict[str, dict[str, Any]])
     values: dict[str, Any] = {
         "write": {"path": target, "content": FILE_TEXT},
         "edit": {"path": target, "old": EDIT_OLD, "new": EDIT_NEW},
+        "rewrite": {"path": target, "content": REWRITTEN_TEXT},
         "read": {"path": target},
         "shell": {"command": SHELL_COMMAND},
         "touch": {"command": f"touch {base}/{TOUCH_NAME}"},
@@ -190,8 +195,13 @@ def apply_patch_text(action: str, target: str) -> str:
     if action == "write":
         body = "".join(f"+{line}\n" for line in FILE_TEXT.splitlines())
         return f"*** Begin Patch\n*** Add File: {target}\n{body}*** End Patch\n"
-    first = FILE_TEXT.splitlines()[0]
-    return f"*** Begin Patch\n*** Update File: {target}\n@@\n {first}\n-{EDIT_OLD}\n+{EDIT_NEW}\n*** End Patch\n"
+    if action == "rewrite":  # every line replaced
+        old = "".join(f"-{line}\n" for line in EDITED_TEXT.splitlines())
+        new = "".join(f"+{line}\n" for line in REWRITTEN_TEXT.splitlines())
+        return f"*** Begin Patch\n*** Update File: {target}\n@@\n{old}{new}*** End Patch\n"
+    lines = FILE_TEXT.splitlines()
+    before = lines[lines.index(EDIT_OLD) - 1]
+    return f"*** Begin Patch\n*** Update File: {target}\n@@\n {before}\n-{EDIT_OLD}\n+{EDIT_NEW}\n*** End Patch\n"
 
 
 # ---- arguments from JSON schemas ------------------------------------------------------------------
@@ -299,6 +309,54 @@ def plan_arguments(schema: dict[str, Any]) -> dict[str, Any]:
         if key not in args:
             args[key] = placeholder(key, props.get(key))
     return args
+
+
+# What each answer reports as used, in every provider's own fields (a side call without tools reports
+# nothing, so an agent's sum is the same whether it counts those): tests compare the agents' counts
+# with these.
+TOKENS_IN = 120  # input not read from a cache
+TOKENS_CACHED = 30  # input read from a cache
+TOKENS_CACHE_WRITE = 7  # input written to a cache (Anthropic)
+TOKENS_OUT = 45  # output
+TOKENS_THOUGHT = 11  # thoughts (reasoning), when the answer thinks
+
+
+def usage_for(api: str, reply: Reply, tools: dict[str, Any]) -> dict[str, Any]:
+    """The usage block of one answer, as ``api`` reports it."""
+    on = 1 if tools else 0
+    fresh, cached, write, out = TOKENS_IN * on, TOKENS_CACHED * on, TOKENS_CACHE_WRITE * on, TOKENS_OUT * on
+    thought = TOKENS_THOUGHT * on if reply.thinking else 0
+    if api == "anthropic":  # input_tokens leaves out the cache; thinking is part of the output
+        return {
+            "input_tokens": fresh,
+            "cache_creation_input_tokens": write,
+            "cache_read_input_tokens": cached,
+            "output_tokens": out,
+        }
+    if api == "chat":  # OpenAI: prompt_tokens includes the cached ones, completion_tokens the reasoning
+        return {
+            "prompt_tokens": fresh + cached,
+            "completion_tokens": out,
+            "total_tokens": fresh + cached + out,
+            "prompt_tokens_details": {"cached_tokens": cached},
+            "completion_tokens_details": {"reasoning_tokens": thought},
+        }
+    if api == "responses":
+        return {
+            "input_tokens": fresh + cached,
+            "input_tokens_details": {"cached_tokens": cached},
+            "output_tokens": out,
+            "output_tokens_details": {"reasoning_tokens": thought},
+            "total_tokens": fresh + cached + out,
+        }
+    # Gemini: the thoughts are counted beside the candidates
+    return {
+        "promptTokenCount": fresh + cached,
+        "cachedContentTokenCount": cached,
+        "candidatesTokenCount": out,
+        "thoughtsTokenCount": thought,
+        "totalTokenCount": fresh + cached + out + thought,
+    }
 
 
 def words(text: str) -> list[str]:
@@ -422,6 +480,7 @@ class Handler(BaseHTTPRequestHandler):
         last_result: str = "",
         body: dict[str, Any] | None = None,
         prompt: str = "",
+        usage: dict[str, Any] | None = None,
     ) -> None:
         body = body or {}
         reasoning = body.get("reasoning")
@@ -441,6 +500,9 @@ class Handler(BaseHTTPRequestHandler):
                 "arguments": reply.call.arguments if reply.call else None,
                 # Every user message the request carries: the conversation the agent remembers.
                 "user_texts": [text[:300] for text in user_texts(api, body)],
+                "usage": usage,  # what the answer reported, in the API's own fields
+                # A helper of the agent's own (codex's auto-review risk classifier), not its conversation.
+                "subagent": self.headers.get("x-openai-subagent") or _classifier(body),
             }
         )
 
@@ -474,13 +536,14 @@ class Handler(BaseHTTPRequestHandler):
                     )
                     break
         reply = next_reply(directive, calls_done, tools)
-        self._record("anthropic", tools, calls_done, reply, _anthropic_last_result(messages), body, prompt)
+        usage = usage_for("anthropic", reply, tools)
+        last = _anthropic_last_result(messages)
+        self._record("anthropic", tools, calls_done, reply, last, body, prompt, usage)
         total_calls = sum(1 for m in messages for b in _blocks(m) if b.get("type") == "tool_use")
         call_id = f"toolu_fake_{total_calls + 1:03d}"
         message_id = f"msg_fake_{len(messages):03d}"
         model = body.get("model") or "fake-model"
         stop_reason = "tool_use" if reply.call else "end_turn"
-        usage = {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
         if not body.get("stream"):
             content: list[dict[str, Any]] = []
             if reply.thinking:
@@ -565,7 +628,7 @@ class Handler(BaseHTTPRequestHandler):
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                "usage": {"output_tokens": 5},
+                "usage": {"output_tokens": usage["output_tokens"]},
             },
             "message_delta",
         )
@@ -589,7 +652,8 @@ class Handler(BaseHTTPRequestHandler):
                     break
         reply = next_reply(directive, calls_done, tools)
         last = "\n".join(_chat_text(m) for m in reversed(messages) if m.get("role") == "tool")[:2000]
-        self._record("chat", tools, calls_done, reply, last, body, prompt)
+        usage = usage_for("chat", reply, tools)
+        self._record("chat", tools, calls_done, reply, last, body, prompt, usage)
         total_calls = sum(len(m.get("tool_calls") or []) for m in messages)
         call_id = f"call_fake_{total_calls + 1:03d}"
         model = body.get("model") or "fake-model"
@@ -603,7 +667,6 @@ class Handler(BaseHTTPRequestHandler):
                 function = {"name": reply.call.name, "arguments": arguments}
                 message["tool_calls"] = [{"id": call_id, "type": "function", "function": function}]
             choice = {"index": 0, "message": message, "finish_reason": finish}
-            usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
             self._json(
                 {
                     "id": "chatcmpl-fake",
@@ -642,7 +705,6 @@ class Handler(BaseHTTPRequestHandler):
             for part in (arguments[:half], arguments[half:]):
                 chunk({"tool_calls": [{"index": 0, "function": {"arguments": part}}]})
         chunk({}, finish)
-        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
         self._event(
             {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model, "choices": [], "usage": usage}
         )
@@ -684,7 +746,8 @@ class Handler(BaseHTTPRequestHandler):
             custom.add(CODE_MODE_TOOL)
         outputs = [i for i in items if str(i.get("type", "")).endswith("_output")]
         last = _output_text(outputs[-1].get("output")) if outputs and items and items[-1] is outputs[-1] else ""
-        self._record("responses", tools, calls_done, reply, last, body, prompt)
+        usage = usage_for("responses", reply, tools)
+        self._record("responses", tools, calls_done, reply, last, body, prompt, usage)
         total_calls = sum(1 for i in items if i.get("type") in call_types)
         number = total_calls + 1
         response_id = f"resp_fake_{len(items):03d}"
@@ -788,13 +851,6 @@ class Handler(BaseHTTPRequestHandler):
             event({"type": "response.output_item.added", "output_index": index, "item": done})
             event({"type": "response.output_item.done", "output_index": index, "item": done})
             output.append(done)
-        usage = {
-            "input_tokens": 10,
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": 5,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": 15,
-        }
         event(
             {
                 "type": "response.completed",
@@ -815,9 +871,10 @@ class Handler(BaseHTTPRequestHandler):
         contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
         if schema and not tools:  # a side question that wants JSON back (e.g. who speaks next)
             reply = Reply(text=json.dumps(schema_answer(schema)), note="json")
-            self._record("gemini", tools, 0, reply)
+            usage = usage_for("gemini", reply, tools)
+            self._record("gemini", tools, 0, reply, usage=usage)
             parts: list[dict[str, Any]] = [{"text": reply.text}]
-            self._gemini_answer(parts, stream)
+            self._gemini_answer(parts, stream, usage)
             return
         directive, calls_done, prompt = None, 0, ""
         for index in range(len(contents) - 1, -1, -1):
@@ -835,7 +892,8 @@ class Handler(BaseHTTPRequestHandler):
                     )
                     break
         reply = next_reply(directive, calls_done, tools)
-        self._record("gemini", tools, calls_done, reply, _gemini_last_result(contents), body, prompt)
+        usage = usage_for("gemini", reply, tools)
+        self._record("gemini", tools, calls_done, reply, _gemini_last_result(contents), body, prompt, usage)
         parts = []
         if reply.thinking:
             parts.append({"text": reply.thinking, "thought": True})
@@ -847,14 +905,14 @@ class Handler(BaseHTTPRequestHandler):
             self._start_sse()
             self._gemini_chunk(parts, finish=None)
             self._slow_ticks(lambda tick: self._gemini_chunk([{"text": tick}], finish=None))
-            self._gemini_chunk([{"text": ""}], finish="STOP")
+            self._gemini_chunk([{"text": ""}], finish="STOP", usage=usage)
             self._end_sse()
             return
-        self._gemini_answer(parts, stream)
+        self._gemini_answer(parts, stream, usage)
 
-    def _gemini_answer(self, parts: list[dict[str, Any]], stream: bool) -> None:
+    def _gemini_answer(self, parts: list[dict[str, Any]], stream: bool, usage: dict[str, Any]) -> None:
         if not stream:
-            self._json(_gemini_payload(parts, "STOP"))
+            self._json(_gemini_payload(parts, "STOP", usage))
             return
         self._start_sse()
         # Text is streamed word by word; thoughts and calls go whole.
@@ -864,24 +922,26 @@ class Handler(BaseHTTPRequestHandler):
                 pieces = words(part["text"])
                 for n, piece in enumerate(pieces):
                     finish = "STOP" if last and n == len(pieces) - 1 else None
-                    self._gemini_chunk([{"text": piece}], finish=finish)
+                    self._gemini_chunk([{"text": piece}], finish=finish, usage=usage if finish else None)
             else:
-                self._gemini_chunk([part], finish="STOP" if last else None)
+                self._gemini_chunk([part], finish="STOP" if last else None, usage=usage if last else None)
         self._end_sse()
 
-    def _gemini_chunk(self, parts: list[dict[str, Any]], finish: str | None) -> None:
-        self._chunk(f"data: {json.dumps(_gemini_payload(parts, finish))}\r\n\r\n".encode())
+    def _gemini_chunk(
+        self, parts: list[dict[str, Any]], finish: str | None, usage: dict[str, Any] | None = None
+    ) -> None:
+        self._chunk(f"data: {json.dumps(_gemini_payload(parts, finish, usage))}\r\n\r\n".encode())
 
 
-def _gemini_payload(parts: list[dict[str, Any]], finish: str | None) -> dict[str, Any]:
+def _gemini_payload(parts: list[dict[str, Any]], finish: str | None, usage: dict[str, Any] | None) -> dict[str, Any]:
+    """One answer (or streamed piece); the usage comes with the last piece, as Gemini sends it."""
     candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
     if finish:
         candidate["finishReason"] = finish
-    return {
-        "candidates": [candidate],
-        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
-        "modelVersion": "fake-model",
-    }
+    payload: dict[str, Any] = {"candidates": [candidate], "modelVersion": "fake-model"}
+    if usage is not None:
+        payload["usageMetadata"] = usage
+    return payload
 
 
 def schema_answer(schema: Any, name: str = "") -> Any:
@@ -897,6 +957,14 @@ def schema_answer(schema: Any, name: str = "") -> Any:
     if kind == "array":
         return []
     return placeholder(name, schema)
+
+
+def _classifier(body: dict[str, Any]) -> str | None:
+    """codex's auto-review asks its model for a risk classification: a helper, not the conversation."""
+    instructions = body.get("instructions")
+    if isinstance(instructions, str) and "entire classification" in instructions:
+        return "classifier"
+    return None
 
 
 def _text_delta(text: str) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""Drive the legacy agent ids (``claude``, ``codex``, ``opencode``) the way users run them, and print
-a JSON report.
+"""Drive the legacy agent ids (``claude``, ``codex``, ``opencode``) and agents of the ACP registry's
+catalog (``gemini``, ``qwen-code``: no agents file) the way users run them, and print a JSON report.
 
 Runs as the first process of a loopback-only network namespace (``netns.py``). It starts the fake
 LLM, points the agent's own configuration at it (as a user would point it at their provider), and
@@ -38,6 +38,7 @@ from urllib.parse import quote
 
 import httpx
 
+from app.agents.acp_catalog import load_snapshot
 from app.agents.profiles import PROFILES, version_key
 from tests.realagents import agents
 from tests.realagents.agents import AgentUnavailable, asked_version, cache_root, published_version
@@ -55,16 +56,38 @@ STEPS = "[scenario:{steps} dir={dir}] Follow the scripted steps."
 CODEX_GENERATION = "ACP_BRIDGE_TEST_CODEX_GENERATION"
 
 
-def wanted_version(agent: str) -> str:
-    """The version of a legacy agent these tests run: the one the bridge installs by default (the
-    newest tested), or what ``ACP_BRIDGE_TEST_AGENT_VERSIONS`` says: ``latest`` (the newest published,
-    asked of npm), or ``codex=2.5.0,claude=latest``."""
+def default_version(agent: str) -> str:
+    """What the bridge installs by default: a legacy id's newest tested version, a registry agent's
+    catalog version (the snapshot's)."""
+    if agent in AGENTS and AGENTS[agent].registry:
+        tested = AGENTS[agent].tested
+        entry = load_snapshot().get(agent)
+        assert entry is not None, f"{agent} is not in the ACP registry snapshot"
+        return tested or entry.version
     npm = PROFILES[agent].npm
     assert npm is not None, agent
-    wanted = asked_version(agent) or npm.version
+    return npm.version
+
+
+def package_of(agent: str) -> str:
+    """The npm package of an agent (latest versions are asked of npm)."""
+    if agent in AGENTS and AGENTS[agent].registry:
+        entry = load_snapshot().get(agent)
+        assert entry is not None and entry.npx is not None, agent
+        return entry.package_names()[0]
+    npm = PROFILES[agent].npm
+    assert npm is not None, agent
+    return npm.package
+
+
+def wanted_version(agent: str) -> str:
+    """The version of an agent these tests run: the one the bridge installs by default (a legacy id's
+    newest tested, a registry agent's catalog version), or what ``ACP_BRIDGE_TEST_AGENT_VERSIONS``
+    says: ``latest`` (the newest published, asked of npm), or ``codex=2.5.0,claude=latest``."""
+    wanted = asked_version(agent) or default_version(agent)
     if wanted == "latest":
         try:
-            wanted = published_version(npm.package)
+            wanted = published_version(package_of(agent))
         except AgentUnavailable as exc:
             unavailable(str(exc))
     return wanted
@@ -89,8 +112,9 @@ def link_cache(data: Path, agent: str, version: str) -> None:
         (data / name).symlink_to(target, target_is_directory=True)
 
 
-# Bridges of these tests bring their own Node.js when an adapter needs a newer one than the system's.
-BRIDGE_ENV = {"ACP_BRIDGE_NODE_ON_DEMAND": "1"}
+# Bridges of these tests run with the defaults: they bring their own Node.js when an adapter needs a
+# newer one than the system's (Node.js on demand is on unless turned off).
+BRIDGE_ENV: dict[str, str] = {}
 
 
 @dataclass(slots=True)
@@ -131,10 +155,14 @@ def claude_env(home: Path, llm: str, config: str = "user") -> dict[str, str]:
 def opencode_env(home: Path, llm: str, config: str = "user") -> dict[str, str]:
     config_dir = home / ".config" / "opencode"
     config_dir.mkdir(parents=True, exist_ok=True)
+    # Prices (USD per million tokens) so that opencode reports a cost.
+    cost = {"input": 1.0, "output": 4.0, "cache_read": 0.5, "cache_write": 2.0}
     models = {
         "fake-model": {"name": "Fake Model", "tool_call": True, "limit": {"context": 100000, "output": 8000}},
         "fake-large": {"name": "Fake Large", "tool_call": True, "limit": {"context": 100000, "output": 8000}},
     }
+    for model in models.values():
+        model["cost"] = cost
     settings: dict[str, Any] = {
         "model": "fake/fake-model",
         "small_model": "fake/fake-model",
@@ -163,14 +191,42 @@ def opencode_env(home: Path, llm: str, config: str = "user") -> dict[str, str]:
     }
 
 
+def gemini_env(home: Path, llm: str, config: str = "user") -> dict[str, str]:
+    agents._gemini_home(home)
+    return agents._gemini_env(home, llm)
+
+
+def qwen_env(home: Path, llm: str, config: str = "user") -> dict[str, str]:
+    """qwen-code as a user with an OpenAI-compatible provider: its key, base URL and model."""
+    settings = {
+        "security": {"auth": {"selectedType": "openai"}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+    }
+    (home / ".qwen").mkdir(parents=True, exist_ok=True)
+    (home / ".qwen" / "settings.json").write_text(json.dumps(settings))
+    return {
+        **agents.home_env(home),
+        "OPENAI_API_KEY": "sk-fake",
+        "OPENAI_BASE_URL": f"{llm}/v1",
+        "OPENAI_MODEL": "fake-model",
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class LegacyAgent:
     id: str
     env: Any
-    key: str  # the variable that holds its key (left out for the missing-key check)
+    # The variables that give it credentials (left out for the missing-key check).
+    key: tuple[str, ...]
     cases: tuple[Case, ...]
     # The cases of versions before 1.0, where they differ (codex-acp 0.x: other modes and config).
     cases_0: tuple[Case, ...] | None = None
+    # An agent of the ACP registry's catalog (run by its registry id, no agents file), and the version
+    # these tests run by default (the snapshot's catalog may name one npm no longer serves).
+    registry: bool = False
+    tested: str | None = None
 
     def cases_for(self, version: str) -> tuple[Case, ...]:
         key = version_key(version)
@@ -183,7 +239,7 @@ AGENTS: dict[str, LegacyAgent] = {
     "codex": LegacyAgent(
         "codex",
         codex_env,
-        "OPENAI_API_KEY",
+        ("OPENAI_API_KEY",),
         # codex-acp 2.x: the default model runs its tools from JavaScript (code mode); the agent's own
         # default mode ("auto review") asks for nothing here, read-only (legacy plan) before each edit.
         (
@@ -191,7 +247,7 @@ AGENTS: dict[str, LegacyAgent] = {
                 "bypass", {"permissionMode": "bypass", "model": "gpt-5.5", "variant": "high"}, "write,edit,read,shell"
             ),
             Case("default", {}, "think,write,edit,read,shell"),
-            Case("accept_edits", {"permissionMode": "acceptEdits"}, "write,edit"),
+            Case("accept_edits", {"permissionMode": "acceptEdits"}, "write,edit,rewrite"),
             Case("plan", {"permissionMode": "plan"}, "write", reply="reject"),
             Case("unknown_model", {"model": "no-such-model"}, None),
             Case("unknown_variant", {"variant": "turbo"}, None),
@@ -214,12 +270,12 @@ AGENTS: dict[str, LegacyAgent] = {
     "claude": LegacyAgent(
         "claude",
         claude_env,
-        "ANTHROPIC_API_KEY",
+        ("ANTHROPIC_API_KEY",),
         (
             Case("once", {"model": "opus"}, "write,edit,read,shell,touch", reply="once"),
             Case("always", {"model": "claude-sonnet-4-5"}, "write,edit", reply="always"),
             Case("reject", {}, "write", reply="reject"),
-            Case("accept_edits", {"permissionMode": "acceptEdits"}, "write,edit"),
+            Case("accept_edits", {"permissionMode": "acceptEdits"}, "write,edit,rewrite"),
             Case("plan", {"permissionMode": "plan"}, "write", reply="reject"),
             # Refused as root (claude will not skip permissions with root privileges), as legacy did.
             Case("bypass", {"permissionMode": "bypass"}, "write,edit"),
@@ -229,10 +285,10 @@ AGENTS: dict[str, LegacyAgent] = {
     "opencode": LegacyAgent(
         "opencode",
         opencode_env,
-        "OPENAI_API_KEY",
+        ("OPENAI_API_KEY",),
         (
             Case("once", {"model": "fake/fake-large"}, "write,edit,read,shell", reply="once"),
-            Case("always", {}, "write,edit", reply="always"),
+            Case("always", {}, "write,edit,rewrite", reply="always"),
             Case("reject", {}, "write", reply="reject"),
             Case("plan", {"agentMode": "plan"}, "write"),
             Case("unknown_mode", {"agentMode": "no-such-agent"}, None),
@@ -241,8 +297,44 @@ AGENTS: dict[str, LegacyAgent] = {
 }
 
 
+# Agents of the ACP registry, by their registry ids: the bridge runs them with the profile their
+# package matches (gemini) or the generic one (qwen-code).
+REGISTRY_AGENTS: dict[str, LegacyAgent] = {
+    "gemini": LegacyAgent(
+        "gemini",
+        gemini_env,
+        ("GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL"),
+        (
+            Case("once", {}, "write,edit,read,shell", reply="once"),
+            Case("accept_edits", {"permissionMode": "acceptEdits"}, "write,edit,rewrite"),
+            Case("bypass", {"permissionMode": "bypass"}, "write,edit,shell"),
+            Case("plan", {"permissionMode": "plan"}, "write", reply="reject"),
+            Case("reject", {}, "write", reply="reject"),
+        ),
+        registry=True,
+        tested=PROFILES["gemini"].npm.version if PROFILES["gemini"].npm else None,
+    ),
+    "qwen-code": LegacyAgent(
+        "qwen-code",
+        qwen_env,
+        ("OPENAI_API_KEY",),
+        (
+            Case("once", {}, "write,edit,read,shell", reply="once"),
+            Case("always", {}, "write,edit,rewrite", reply="always"),
+            Case("reject", {}, "write", reply="reject"),
+            Case("accept_edits", {"permissionMode": "acceptEdits"}, "write,edit"),
+            Case("plan", {"permissionMode": "plan"}, "write", reply="reject"),
+        ),
+        registry=True,
+        tested="0.24.4",
+    ),
+}
+AGENTS.update(REGISTRY_AGENTS)
+
+
 class Driver:
-    def __init__(self, agent: LegacyAgent, root: Path, version: str) -> None:
+    def __init__(self, agent: LegacyAgent, root: Path, version: str, *, keyless: bool = True) -> None:
+        self.keyless = keyless  # first, a bridge without the agent's key (credentials, refused create)
         self.agent = agent
         self.version = version
         self.cases = agent.cases_for(version)
@@ -263,7 +355,8 @@ class Driver:
         link_cache(self.data, self.agent.id, self.version)
         llm = FakeLLMServer(self.root / "llm.jsonl").start()
         try:
-            self._without_key(self.agent.env(self.home, llm.base_url))
+            if self.keyless:
+                self._without_key(self.agent.env(self.home, llm.base_url))
             self._with_key(llm)
         except Exception as exc:
             self.report["failure"] = f"{type(exc).__name__}: {exc}"
@@ -282,7 +375,7 @@ class Driver:
         return start_bridge(self.root, env=bridge_env, data_dir=self.data, cwd=self.work)
 
     def _without_key(self, env: dict[str, str]) -> None:
-        keyless = {k: v for k, v in env.items() if k != self.agent.key}
+        keyless = {k: v for k, v in env.items() if k not in self.agent.key}
         # start_bridge adds os.environ: the driver's environment has no agent keys (scrubbed).
         bridge = self._bridge(keyless)
         try:
@@ -332,6 +425,9 @@ class Driver:
                     if case is self.cases[0]:
                         self.report["models_after"] = client.get(f"/v1/agents/{self.agent.id}/models").json()
                         self.report["modes_after"] = client.get(f"/v1/agents/{self.agent.id}/modes").json()
+                # What the bridge counted for these cases (tokens and cost by agent).
+                metrics = {"cases": [case.name for case in cases], "text": client.get("/metrics").text}
+                self.report.setdefault("metrics", []).append(metrics)
         finally:
             bridge.stop()
             self.report["bridge_log_tail"] = bridge.log()[-4000:]
@@ -343,6 +439,8 @@ class Driver:
         body = {"agent": self.agent.id, "directory": str(work), **case.body}
         created = client.post(f"/v1/sessions/{session_id}", json=body)
         result: dict[str, Any] = {"create": {"status": created.status_code, "body": created.json()}}
+        result["steps"] = case.steps
+        result["create_body"] = case.body
         if created.status_code != 200:
             return result
         answered: list[dict[str, Any]] = []
@@ -426,6 +524,15 @@ def install_outside(agent: str, version: str, timeout: float = 600.0) -> dict[st
         return _install_outside(agent, version, timeout)
 
 
+def install_default(agent: str) -> str | None:
+    """The version ``POST /v1/agents/{agent}/install`` installs without ``agentVersion``: a legacy
+    id's newest tested, a registry agent's catalog version."""
+    if agent in PROFILES and not (agent in AGENTS and AGENTS[agent].registry):
+        return default_version(agent)
+    entry = load_snapshot().get(agent)
+    return entry.version if entry is not None else None
+
+
 def _install_outside(agent: str, version: str, timeout: float) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix=f"acp-legacy-install-{agent}-{os.getpid()}-")).resolve()
     link_cache(root / "data", agent, version)
@@ -435,9 +542,7 @@ def _install_outside(agent: str, version: str, timeout: float) -> dict[str, Any]
         started = time.monotonic()
         with httpx.Client(base_url=bridge.url, timeout=timeout + 30) as client:
             # The default install (a legacy agent's tested version; a registry agent's catalog version).
-            profile = PROFILES.get(agent)
-            default = profile.npm.version if profile is not None and profile.npm is not None else None
-            body = {} if default is None or version == default else {"agentVersion": version}
+            body = {} if version == install_default(agent) else {"agentVersion": version}
             answer = client.post(f"/v1/agents/{agent}/install", json=body)
             info = next(a for a in client.get("/v1/agents").json()["agents"] if a["id"] == agent)
         return {

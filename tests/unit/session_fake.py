@@ -57,6 +57,7 @@ class FakeSession:
         self.log = SessionEventLog(self.id, self.store)
         self.terminals = SessionTerminals()
         self.translator = SessionTranslator(terminal_output=self.terminals.output_of)
+        self.state = self.translator.state
         self.begun: list[Turn] = []
         self.turns = TurnQueue(self.id, self.begun.append, self._run)
         self.pending: dict[Any, HumanRequest[Any]] = {}
@@ -95,6 +96,10 @@ class FakeSession:
 
     def cancel_one(self, key: Any) -> bool:
         return cancel(self, self.pending, key)
+
+    def cancel_pending(self) -> None:
+        for key in list(self.pending):
+            self.cancel_one(key)
 
     def check_accepting(self) -> None:
         if self.ended:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -521,3 +522,32 @@ def test_time_is_formatted_as_the_legacy_server_did_across_seconds() -> None:
     for ns in (start + 667_647_668, start + 999_999_999, start + 1_000_000_001, start - 1, start, start + 100):
         assert format_time(ns) == expected(ns)
     assert format_time(start + 120_000_000) == "2026-11-22T04:14:24.12Z"
+
+
+async def test_a_failure_to_store_never_feeds_itself(store: SqliteEventStore, caplog: pytest.LogCaptureFixture) -> None:
+    """Every event of one session fails to store (a problem of the data, not of the disk): the
+    session gets one error event for the batch, that event failing too makes no other, and the
+    batch is one log line; another session's events in the same batch are all stored."""
+    original = store._insert
+
+    def refusing(conn: Any, keys: Any, events: list[StoredEvent], marks: Any) -> None:
+        if any(e.session_id == "doomed" for e in events):
+            raise ValueError("this session's events cannot be kept")
+        original(conn, keys, events, marks)
+
+    store._insert = refusing  # type: ignore[method-assign]
+    store.COALESCE = 0.2  # both sessions' events in one batch
+    doomed = SessionEventLog("doomed", store)
+    good = SessionEventLog("good", store)
+    with caplog.at_level(logging.ERROR, logger="acp_rest_bridge.events"):
+        fill(doomed, 50)
+        fill(good, 100)
+        await wait_for(lambda: store.flushed_sequence("doomed") >= 51 and good.count == 100)
+        await asyncio.sleep(0.5)  # time for any error event about the error event (there is none)
+    store.COALESCE = 0
+    assert doomed.last_sequence == 51
+    assert "could not be stored" in json.loads(doomed.read_after(50, 1)[0].json)["data"]["message"]
+    lines = [r for r in caplog.records if r.name == "acp_rest_bridge.events"]
+    assert len(lines) == 1, [r.getMessage() for r in lines]
+    assert "50 entries of sessions doomed could not be stored" in lines[0].getMessage()
+    assert seqs(good.read_after(0, None)) == list(range(1, 101))

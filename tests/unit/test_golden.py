@@ -20,8 +20,8 @@ from tests.golden.harness import (
     load,
     project_transcripts,
     replay,
+    replay_transcript,
     shared_transcripts,
-    style_for,
     summarize,
 )
 from tests.support import ROOT, SHARED_MISSING
@@ -58,7 +58,7 @@ def compare(transcript: Path, drafts: list[EventDraft]) -> None:
 
 @pytest.mark.parametrize("transcript", project_transcripts(), ids=lambda p: p.name)
 def test_project_recordings_match_the_reviewed_events(transcript: Path) -> None:
-    drafts = replay(load(transcript), style_for(transcript))
+    drafts = replay_transcript(transcript)
     check_invariants(drafts)
     compare(transcript, drafts)
 
@@ -70,7 +70,7 @@ SHARED = shared_transcripts()
 def test_shared_transcripts_translate_cleanly(transcript: Path | None) -> None:
     if transcript is None:
         pytest.skip(SHARED_MISSING)
-    drafts = replay(load(transcript), style_for(transcript))
+    drafts = replay_transcript(transcript)
     check_invariants(drafts)
     kinds = Counter(d.data["item"]["kind"] for d in drafts if d.type == "item.completed")
     assert kinds["tool_call"] > 0 and kinds["message"] > 0
@@ -121,8 +121,9 @@ DATA_SCHEMA = {
 PART_KEYS = {
     part["properties"]["type"]["enum"][0]: set(part["properties"]) for part in CONTRACT["ContentPart"]["oneOf"]
 }
-# What the bridge adds inside a legacy value, documented (README): the stop reason of a turn.
-TURN_METADATA = {"stopReason"}
+# What the bridge adds inside a legacy value, documented (README): the stop reason of a turn, what
+# it used (tokens, cost) and the context window.
+TURN_METADATA = {"stopReason", "usage", "cost", "context"}
 
 
 def legacy_key_problems(drafts: list[EventDraft]) -> list[str]:
@@ -144,4 +145,4 @@ def legacy_key_problems(drafts: list[EventDraft]) -> list[str]:
 
 @pytest.mark.parametrize("transcript", project_transcripts() + SHARED, ids=lambda p: p.name)
 def test_events_hold_only_legacy_keys(transcript: Path) -> None:
-    assert legacy_key_problems(replay(load(transcript), style_for(transcript))) == []
+    assert legacy_key_problems(replay_transcript(transcript)) == []

@@ -29,6 +29,8 @@ PARTS = (
     "turns",
     "prompting",
     "listing",
+    "incoming",
+    "ended",
 )
 
 

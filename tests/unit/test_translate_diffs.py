@@ -39,7 +39,7 @@ def test_no_or_empty_old_text_is_a_write_otherwise_a_patch() -> None:
             item["oldText"] = old
         ref = v1_file_ref(item)
         assert ref["action"] == "write" and ref["path"] == "/w/a.txt"
-        assert ref["diff"] == "--- a/w/a.txt\n+++ b/w/a.txt\n@@ -0,0 +1 @@\n+a\n"
+        assert ref["diff"] == "--- /dev/null\n+++ b/w/a.txt\n@@ -0,0 +1 @@\n+a\n"  # created: as git writes it
     ref = v1_file_ref({"type": "diff", "path": "/w/a.txt", "oldText": "a\n", "newText": "b\n"})
     assert ref == {"type": "file_ref", "path": "/w/a.txt", "action": "patch", "diff": ref["diff"]}
     assert ref["diff"].endswith("@@ -1 +1 @@\n-a\n+b\n")

@@ -159,9 +159,7 @@ def test_edit_tools_show_write_and_patch_diffs() -> None:
     out = feed(t, call(title="edit", kind="edit", status="in_progress"), update(status="completed", content=content))
     parts = items(out)[-1]["content"]
     assert parts[0] == {"type": "tool_result", "call_id": "c1", "output": "Wrote file successfully."}
-    assert parts[1]["action"] == "write" and parts[1]["diff"].startswith(
-        "--- a/w/new.ts\n+++ b/w/new.ts\n@@ -0,0 +1 @@"
-    )
+    assert parts[1]["action"] == "write" and parts[1]["diff"].startswith("--- /dev/null\n+++ b/w/new.ts\n@@ -0,0 +1 @@")
     assert parts[2]["action"] == "patch" and "-const x = 1;\n+const x = 2;\n" in parts[2]["diff"]
 
 

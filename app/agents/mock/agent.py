@@ -282,9 +282,10 @@ class MockAgent:
         if session_id in self._cancelled:
             return {"stopReason": "cancelled"}
         session["after"] = ctx
+        result: dict[str, Any] = {"stopReason": ctx.stop_reason, **ctx.result_fields}
         if ctx.result_meta:
-            return {"stopReason": ctx.stop_reason, "_meta": ctx.result_meta}
-        return {"stopReason": ctx.stop_reason}
+            result["_meta"] = ctx.result_meta
+        return result
 
     async def _after_prompt(self, session_id: str) -> None:
         """What the script sends once its turn is over (requests left pending for a person)."""

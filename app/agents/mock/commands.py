@@ -6,11 +6,13 @@ case-insensitive); a new module is added to the tuples below.
 
 from __future__ import annotations
 
-from . import bench, files, hitl_script, memory, rich, script
+from . import bench, files, hitl_script, memory, rich, script, usage
 from .script import Context, Script, Step, say
 
 COMMANDS: dict[str, Script] = {
-    name: fn for module in (script, rich, hitl_script, files, bench, memory) for name, fn in module.COMMANDS.items()
+    name: fn
+    for module in (script, rich, hitl_script, files, bench, memory, usage)
+    for name, fn in module.COMMANDS.items()
 }
 EXACT_PROMPTS: dict[str, Script] = {
     prompt.lower(): fn for module in (script, rich, hitl_script) for prompt, fn in module.EXACT.items()

@@ -3,6 +3,8 @@
 
 - ``read <path> [<line> [<limit>]]``: ``fs/read_text_file``
 - ``write <path> <text>``: ``fs/write_text_file`` (reads the old text first, for the diff)
+- ``edit <path> <old> => <new>``: the first ``<old>`` replaced by the agent itself (not through the
+  client, as claude's own tools do); its diff shows only the two snippets, trimmed (as claude's does)
 - ``run [--timeout=<seconds>] <shell command>``: ``terminal/create``, wait (or poll and kill at the
   timeout), ``terminal/output``, ``terminal/release``
 - ``spawn <shell command>``: ``terminal/create``, report the first output, leave it running
@@ -142,6 +144,36 @@ def _write(ctx: Context) -> list[Step]:
     return steps
 
 
+# ---- edit --------------------------------------------------------------------------------------
+def _edit(ctx: Context) -> list[Step]:
+    """The agent's own change of a file (as claude's tools make them, not through the client), shown
+    as a diff of the two snippets, trimmed (as claude shows them)."""
+    parts = ctx.message.split(None, 2)
+    old, arrow, new = parts[2].partition(" => ") if len(parts) == 3 else ("", "", "")
+    if not arrow or not old:
+        return _usage(ctx, "edit <path> <old> => <new>")
+    path = _absolute(ctx, parts[1])
+    tool_id = ctx.id("edit")
+    diff = {"type": "diff", "path": path, "oldText": old.strip(), "newText": new.strip()}
+
+    def change(c: Context) -> list[Step]:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+            if old not in text:
+                raise ValueError("text not found")
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text.replace(old, new, 1))
+        except (OSError, ValueError) as exc:
+            return _failure(c, tool_id, f"Editing {path}", {"message": str(exc), "code": -32603})
+        return [_tool_update(tool_id, "completed", [diff]), *say(c.id("reply"), f"Edited {path}.")]
+
+    return [
+        _tool_start(tool_id, f"Edit {path}", "edit", {"path": path, "old": old, "new": new}, content=[diff]),
+        {"call": change},
+    ]
+
+
 # ---- terminals ---------------------------------------------------------------------------------
 def _poll(terminal_id: str, enough: Any, deadline: float, then: Any) -> list[Step]:
     """terminal/output until ``enough(result)`` or the deadline, then the steps of ``then(ctx)``."""
@@ -265,6 +297,7 @@ def _spawn(ctx: Context) -> list[Step]:
 COMMANDS: dict[str, Script] = {
     "read": _read,
     "write": _write,
+    "edit": _edit,
     "run": _run,
     "spawn": _spawn,
 }

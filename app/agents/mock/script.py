@@ -35,6 +35,7 @@ class Context:
     saved: dict[str, Any] = field(default_factory=dict)
     stop_reason: str = "end_turn"
     result_meta: dict[str, Any] = field(default_factory=dict)  # `_meta` of the session/prompt result
+    result_fields: dict[str, Any] = field(default_factory=dict)  # more fields of that result (`usage`)
     after_reply: list[Step] = field(default_factory=list)  # run once the prompt is answered
 
     @property
@@ -113,6 +114,7 @@ HELP_TEXT = "\n".join(
         "- end (ended, session.end): emit session.ended.",
         "- help: this list.",
         "- echo <text> (say): reply with the text.",
+        "- stopreason <text>: reply, then end the turn with that `stopReason` (any string).",
         "- plan: a plan with three entries, updated as they are done.",
         "- diff: an edit whose result is an ACP v2 structured diff.",
         "- v2: ACP v2 update shapes (whole messages, streamed tool content, item plan).",
@@ -121,11 +123,15 @@ HELP_TEXT = "\n".join(
         "- mode <id>: switch the agent's mode.",
         "- read <path> [<line> [<limit>]]: read a file through the client (fs/read_text_file).",
         "- write <path> <text>: write a file through the client (fs/write_text_file).",
+        "- edit <path> <old> => <new>: replace text in a file itself (not through the client); the diff "
+        "shows the snippets (trimmed), as claude's does.",
         "- run [--timeout=<seconds>] <command>: run a shell command in a client terminal.",
         "- spawn <command>: start a shell command in a client terminal and leave it running.",
         "- burst <count> [<size>]: one message streamed as <count> chunks, as fast as possible.",
         "- history: the earlier messages of this session (kept across bridge restarts).",
         "- confirm: two permission requests, each awaited; the turn ends once both are answered.",
+        "- usage <input> <output> [<cost>]: report the turn's tokens (the prompt result's usage) and "
+        "the session's running cost in USD (usage_update).",
         "",
         "Any other text will be echoed as an assistant message.",
     ]
@@ -168,6 +174,11 @@ def _echo(ctx: Context) -> list[Step]:
     return say(ctx.id("echo"), ctx.rest or "Tell me what to say after `echo`.")
 
 
+def _stop_reason(ctx: Context) -> list[Step]:
+    ctx.stop_reason = ctx.rest or "end_turn"
+    return say(ctx.id("stop"), f"stopping with {ctx.stop_reason}")
+
+
 def markdown_steps(ctx: Context) -> list[Step]:
     text = {"type": "text", "text": MARKDOWN_STARTED}
     return stream(ctx.id("markdown"), [text], MARKDOWN_CHUNKS, [{"type": "text", "text": MARKDOWN_DOCUMENT}])
@@ -178,6 +189,7 @@ COMMANDS: dict[str, Script] = {
     "help": _help,
     "echo": _echo,
     "say": _echo,
+    "stopreason": _stop_reason,
     "markdown": markdown_steps,
 }
 EXACT: dict[str, Script] = {
