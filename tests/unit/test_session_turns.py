@@ -108,6 +108,25 @@ async def test_a_message_waits_for_the_reply_the_turn_waits_for(tmp_path: Path) 
         prompting.send_message(session, "late", [])
 
 
+async def test_a_turn_tells_what_it_used_and_the_session_adds_it_up(tmp_path: Path) -> None:
+    """turn.ended says the turn's tokens, the metrics count them, SessionInfo and the saved record
+    keep the totals, and a session restored from that record shows them again."""
+    usage = {"inputTokens": 100, "outputTokens": 20, "totalTokens": 120}
+    session, _ = prompted(tmp_path, {"stopReason": "end_turn", "usage": usage})
+    prompting.send_message(session, "hello", [])
+    await session.turns.wait_idle(5)
+    assert session.events()[-1][1]["metadata"] == {"stopReason": "end_turn", "usage": usage}
+    assert session.metrics is not None
+    assert session.metrics.tokens == {("probe", "input"): 100, ("probe", "output"): 20}
+    totals = {"turns": 1, **usage}
+    assert listing.info(session)["_meta"] == {"sandbox-agent/usage": totals}
+    saved = SavedSession.read(listing.saved_record(session), lambda agent: AgentSpec(agent, None))
+    assert saved.usage == totals
+    again = FakeSession(tmp_path)
+    again.state.totals.restore(saved.usage, saved.agent_cost)
+    assert listing.info(again)["_meta"] == {"sandbox-agent/usage": totals}
+
+
 def test_what_a_session_shows_and_saves(tmp_path: Path) -> None:
     session = FakeSession(tmp_path)
     info = listing.info(session)
