@@ -172,10 +172,9 @@ class Services:
             if fleet is not None:
                 fleet.start()
             if webhooks is not None:
-                sessions = manager.list()
                 # (In a fleet the outbox catches up with the sessions this bridge runs; the others'
                 # runners, or whoever takes over from a dead one, keep theirs.)
-                webhooks.start([s.id for s in sessions], [s.id for s in sessions if s.remote_info is None])
+                webhooks.start([s.id for s in manager.list()], [s.id for s in manager.local()])
             if settings.retention_days > 0:
                 pruning = asyncio.create_task(retention.run(manager, settings.retention_days), name="retention")
             self.registry.refresh_catalog()  # in the background: a registry out of reach delays nothing

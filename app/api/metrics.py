@@ -62,9 +62,10 @@ class BridgeCollector:
         permissions = questions = readers = 0
         for session in sessions:
             phases[session.phase.value] = phases.get(session.phase.value, 0) + 1
-            permissions += len(session.permissions.open)
-            questions += len(session.questions.open)
             readers += session.log.subscriber_count
+        for local in self.manager.local():  # (another bridge's requests wait there)
+            permissions += len(local.permissions.open)
+            questions += len(local.questions.open)
         family = GaugeMetricFamily(PREFIX + "sessions", "Sessions by phase", labels=["phase"])
         for phase, count in phases.items():
             family.add_metric([phase], count)

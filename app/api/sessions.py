@@ -62,9 +62,9 @@ async def accept_message(request: Request, session_id: str) -> str:
     Returns the id of the message's turn."""
     body = await json_body(request, MessageRequest)
     manager = deps.manager(request)
-    session = manager.get(session_id)
+    listed = manager.get(session_id)
     manager.check_storage()
-    await manager.ready(session)  # a session suspended by a restart starts its agent again
+    session = await manager.ready(listed)  # a session suspended by a restart starts its agent again
     attachments = [session.attachment(a.path, a.mime, a.filename) for a in body.attachments or []]
     session.check_accepting()
     image_data = await read_images(session, attachments)

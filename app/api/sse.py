@@ -19,6 +19,7 @@ from typing import Any
 from starlette.responses import Response
 
 from app.api.middleware import ABORT_EXTENSION
+from app.errors import StorageUnavailable
 from app.events.envelope import dumps
 from app.events.log import SessionEventLog, Subscription
 from app.events.model import SESSION_ENDED, TERMINAL_TYPES, TURN_STARTED
@@ -43,6 +44,13 @@ _END = {"type": "http.response.body", "body": b"", "more_body": False}
 # A turn's stream starts watching for its client leaving after this many seconds: most end sooner,
 # and a task per stream costs more than the rest of a short one.
 WATCH_AFTER = 0.5
+# A stream whose events cannot be read now (a fleet's database that went away) keeps its place and
+# waits for them, trying again after STORAGE_RETRY seconds, doubled up to STORAGE_RETRY_MAX, with
+# keep-alives meanwhile. After STORAGE_WAIT seconds of failed reads its body ends, complete: the
+# client resumes after the last ``id:`` it got (``offset``, ``Last-Event-ID``), with no gap.
+STORAGE_RETRY = 0.1
+STORAGE_RETRY_MAX = 2.0
+STORAGE_WAIT = 300.0
 
 
 def frames(events: list[StoredEvent], include_raw: bool) -> bytes:
@@ -125,6 +133,8 @@ class EventStream(Response):
         self._stopping = False
         self._receive: Receive | None = None
         self._watcher: asyncio.Task[None] | None = None
+        self._unreadable_since: float | None = None  # loop time of the first failed read in a row
+        self._retry = STORAGE_RETRY
 
     # ---- the batches --------------------------------------------------------------------------
     def _select(self, batch: list[StoredEvent]) -> tuple[list[StoredEvent], bool]:
@@ -149,7 +159,10 @@ class EventStream(Response):
         await self._send(send, {"type": "http.response.start", "status": 200, "headers": list(START_HEADERS)})
         while True:
             self._since = self._loop.time()
-            batch = await sub.next_batch()
+            batch = await self._next_batch(sub)
+            if batch is None:  # the store stayed unreadable: a complete end, resumed after its last id
+                await self._send(send, _END)
+                return
             if not batch:
                 if sub.closed:  # the client left or the server is stopping
                     await self._send(send, _END)
@@ -165,6 +178,36 @@ class EventStream(Response):
             if batch:
                 body = frames(batch, self.include_raw)
                 await self._send(send, {"type": "http.response.body", "body": body, "more_body": True})
+
+    async def _next_batch(self, sub: Subscription) -> list[StoredEvent] | None:
+        """``sub.next_batch()``; while the store cannot be read, tried again (the cursor stays where
+        it is, so nothing is skipped or sent twice). [] when a keep-alive is due meanwhile or the
+        stream is closed; None once reads have failed for ``STORAGE_WAIT`` seconds."""
+        while True:
+            try:
+                batch = await sub.next_batch()
+            except StorageUnavailable as exc:
+                now = self._loop.time()
+                if self._unreadable_since is None:
+                    self._unreadable_since = now
+                    log.warning("SSE reader of %s waits for the store: %s", self.log.session_id, exc)
+                elif now - self._unreadable_since >= STORAGE_WAIT:
+                    log.warning(
+                        "SSE reader of %s ended: the store could not be read for %ss (the client resumes"
+                        " after its last event id)",
+                        self.log.session_id,
+                        STORAGE_WAIT,
+                    )
+                    return None
+                await asyncio.sleep(self._retry)
+                self._retry = min(self._retry * 2, STORAGE_RETRY_MAX)
+                if sub.closed or (self.keepalive is not None and self._loop.time() - self._since >= self.keepalive):
+                    return []
+                continue
+            if self._unreadable_since is not None:
+                log.info("SSE reader of %s reads the store again", self.log.session_id)
+                self._unreadable_since, self._retry = None, STORAGE_RETRY
+            return batch
 
     async def _send(self, send: Send, message: Message) -> None:
         self._writing = True

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,13 @@ from app.acp.sdk import RequestError
 from app.agents.profiles import AgentProfile, ModeTarget
 from app.agents.registry import AgentSpec, find_option, models_of, option_values
 from app.errors import BridgeError, InvalidRequest, ModeNotSupported
-from app.translate.session_translator import SessionState, apply_config_options
+from app.translate.session_translator import (
+    MOCK_USER_ITEM,
+    SessionState,
+    SessionTranslator,
+    UserItemStyle,
+    apply_config_options,
+)
 from app.translate.tools import ToolStyle
 
 AUTH_REQUIRED = -32000
@@ -319,6 +326,17 @@ def refresh_models(spec: AgentSpec, message: dict[str, Any]) -> None:
 def for_agent(setup: AgentSetup | None, message: str) -> str:
     """The prompt text the agent gets: the mode's prefix (codex plan), then the message."""
     return setup.prompt_prefix + message if setup is not None and setup.prompt_prefix else message
+
+
+def translator(spec: AgentSpec, terminal_output: Callable[[str], str | None]) -> SessionTranslator:
+    """A session's translator as its agent's profile wants it: how its tools are named and read,
+    its user items, its turns' usage as status items (legacy codex)."""
+    return SessionTranslator(
+        terminal_output=terminal_output,
+        user_item=MOCK_USER_ITEM if spec.is_mock else UserItemStyle(),
+        tool_style=tool_style(spec),
+        usage_status=spec.profile.legacy_usage_status,
+    )
 
 
 def tool_style(spec: AgentSpec) -> ToolStyle:

@@ -14,17 +14,34 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .host import SessionHost
 
 if TYPE_CHECKING:
-    from .session import Session
+    # Loaded with the handlers, when the first session needs them (see ``methods``).
+    from .permission_requests import Permissions
+    from .question_requests import Questions
+    from .terminals import SessionTerminals
 
-Handle = Callable[["Session", Any, Any], Awaitable[Any]]
-Observe = Callable[["Session", dict[str, Any]], None]
-Notification = Callable[["Session", dict[str, Any]], None]
+
+class ServedSession(SessionHost, Protocol):
+    """A session as the client services see it: the state of each part they serve."""
+
+    @property
+    def permissions(self) -> Permissions: ...
+    @property
+    def questions(self) -> Questions: ...
+    @property
+    def terminals(self) -> SessionTerminals: ...
+
+
+Handle = Callable[[ServedSession, Any, Any], Awaitable[Any]]
+Observe = Callable[[ServedSession, dict[str, Any]], None]
+Notification = Callable[[SessionHost, dict[str, Any]], None]
 
 # Message chunks say nothing about tool calls or config options (what observe_update looks for).
 _CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk", "user_message_chunk"})
@@ -105,7 +122,7 @@ class ClientServices:
         return caps
 
     # ---- called by the session, in wire order (must not await) ---------------------------------
-    def observe_update(self, session: Session, message: dict[str, Any]) -> None:
+    def observe_update(self, session: ServedSession, message: dict[str, Any]) -> None:
         """Every `session/update`, before it is translated."""
         params = message.get("params")
         update = params.get("update") if type(params) is dict else None
@@ -121,12 +138,12 @@ class ClientServices:
 
         return permission_requests.remember_tool_calls, agent_setup.refresh_models
 
-    def observe_request(self, session: Session, method: str, message: dict[str, Any]) -> None:
+    def observe_request(self, session: ServedSession, method: str, message: dict[str, Any]) -> None:
         service = self.methods.get(method)
         if service is not None and service.observe is not None:
             service.observe(session, message)
 
-    def notify(self, session: Session, method: str, message: dict[str, Any]) -> bool:
+    def notify(self, session: SessionHost, method: str, message: dict[str, Any]) -> bool:
         """Handle a notification; False when the bridge has no handler for it."""
         handler = self.notifications.get(method)
         if handler is None:
@@ -135,7 +152,7 @@ class ClientServices:
         return True
 
     # ---- called in the SDK's task for the request ----------------------------------------------
-    async def handle(self, session: Session, method: str, params: Any, request_id: Any) -> Any:
+    async def handle(self, session: ServedSession, method: str, params: Any, request_id: Any) -> Any:
         service = self.methods.get(method)
         if service is None or method in session.spec.disabled_services:
             from app.acp.sdk import RequestError
@@ -144,7 +161,7 @@ class ClientServices:
         return await service.handle(session, params, request_id)
 
 
-def cancel_request(session: Session, message: dict[str, Any]) -> None:
+def cancel_request(session: SessionHost, message: dict[str, Any]) -> None:
     """`$/cancel_request`: the agent no longer needs the answer to one of its requests. ACP still
     wants it answered: a waiting request gets its cancel result at once (a permission
     ``cancelled``, an elicitation ``cancel``), and its book records what happened."""
@@ -153,12 +170,11 @@ def cancel_request(session: Session, message: dict[str, Any]) -> None:
         session.record(session.translator.unparsed("$/cancel_request without requestId", "$/cancel_request", message))
         return
     request_id = params["requestId"]
-    for key, pending in list(session.pending.items()):
-        if pending.request_id == request_id:
-            session.cancel_one(key)
+    if isinstance(request_id, Hashable):  # (a list or an object is no request's id)
+        session.cancel_one(request_id)
 
 
-def agent_error(session: Session, message: dict[str, Any]) -> None:
+def agent_error(session: SessionHost, message: dict[str, Any]) -> None:
     """`_sandbox-agent/error`: a legacy error event the agent reports."""
     session.record(session.translator.agent_error(message.get("params"), message))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.acp.requests import ReadTextFileRequest, WriteTextFileRequest
 from app.acp.sdk import RequestError
@@ -14,15 +14,13 @@ from app.fs import ops
 from app.fs.paths import Confinement, fence_for, os_message
 
 from .diff_files import read_files
-
-if TYPE_CHECKING:
-    from .session import Session
+from .host import SessionHost
 
 RESOURCE_NOT_FOUND = -32002
 INTERNAL_ERROR = -32603
 
 
-def _fence(session: Session) -> Confinement:
+def _fence(session: SessionHost) -> Confinement:
     return fence_for(session.settings)
 
 
@@ -32,7 +30,7 @@ def _denied(path: str) -> RequestError:
     )
 
 
-def checked_path(session: Session, path: str) -> str:
+def checked_path(session: SessionHost, path: str) -> str:
     """ACP paths are absolute; with confinement on they must stay inside a root (checked here, and
     again by the operation, which reaches the file by a walk from the root)."""
     if not os.path.isabs(path) or "\x00" in path:
@@ -49,7 +47,7 @@ def _os_failure(exc: OSError, path: str) -> RequestError:
     return RequestError(INTERNAL_ERROR, f"{os_message(exc)}: {path}", {"path": path})
 
 
-async def read_text_file(session: Session, params: Any, request_id: Any) -> dict[str, Any]:
+async def read_text_file(session: SessionHost, params: Any, request_id: Any) -> dict[str, Any]:
     request = ReadTextFileRequest.model_validate(params)
     path = checked_path(session, request.path)
     try:
@@ -69,7 +67,7 @@ def _write(path: str, content: str, fence: Confinement) -> dict[str, str | None]
     return before
 
 
-async def write_text_file(session: Session, params: Any, request_id: Any) -> dict[str, Any]:
+async def write_text_file(session: SessionHost, params: Any, request_id: Any) -> dict[str, Any]:
     request = WriteTextFileRequest.model_validate(params)
     path = checked_path(session, request.path)
     try:

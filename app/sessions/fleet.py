@@ -44,6 +44,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from app.errors import StorageUnavailable, StreamError
 from app.events.store import StoreError
 
+from .remote import RemoteSession
+
 if TYPE_CHECKING:
     from app.events.log import SessionEventLog
     from app.events.postgres import PostgresEventStore
@@ -133,12 +135,13 @@ class Lease(NamedTuple):
 class Sessions(Protocol):
     """What the fleet uses of this bridge's ``SessionManager`` (which holds the fleet)."""
 
-    def list(self) -> list[Session]: ...
-    def find(self, session_id: str) -> Session | None: ...
-    async def lookup(self, session_id: str) -> Session: ...
-    def add(self, session: Session) -> None: ...
+    def local(self) -> list[Session]: ...
+    def list(self) -> list[Session | RemoteSession]: ...
+    def find(self, session_id: str) -> Session | RemoteSession | None: ...
+    async def lookup(self, session_id: str) -> Session | RemoteSession: ...
+    def add(self, session: Session | RemoteSession) -> None: ...
     def discard(self, session_id: str) -> None: ...
-    def restored(self, record: dict[str, Any], runners: dict[str, str] | None = None) -> Session: ...
+    def restored(self, record: dict[str, Any], runners: dict[str, str] | None = None) -> Session | RemoteSession: ...
     def resumed_here(self, record: dict[str, Any], log_: SessionEventLog) -> Session: ...
     def new_log(self, session_id: str) -> SessionEventLog: ...
 
@@ -255,9 +258,8 @@ class Fleet:
     def start(self) -> None:
         import httpx
 
-        for session in self.manager.list():
-            if session.remote_info is None:
-                session.runner = self.url  # restored as this bridge's own
+        for session in self.manager.local():
+            session.runner = self.url  # restored as this bridge's own
 
         # Forwarded bodies and answers stream both ways: the limit is on each read and write.
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=5.0), trust_env=False)
@@ -331,7 +333,7 @@ class Fleet:
         failing = False  # said once per outage
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
-            live = [s.id for s in self.manager.list() if s.remote_info is None and not s.ended]
+            live = [s.id for s in self.manager.local() if not s.ended]
 
             def renew(conn: Any, ids: list[str] = live) -> tuple[Any, list[Any]]:
                 beat = conn.execute(
@@ -379,7 +381,7 @@ class Fleet:
         """Another bridge took the session over (this one could not renew its lease in time: a
         stall, a partition): its agent here stops, writing nothing more, and the session is followed."""
         session = self.manager.find(session_id)
-        if session is None or session.remote_info is not None or session.ended:
+        if session is None or isinstance(session, RemoteSession) or session.ended:
             return
         log.error("session %s: another bridge holds its lease now; stopping its agent here", session_id)
         session.persisted = False  # the record is the new runner's now
@@ -392,10 +394,10 @@ class Fleet:
         await self.current(session_id, None)
 
     # ---- following -----------------------------------------------------------------------------------
-    async def current(self, session_id: str, session: Session | None) -> Session | None:
+    async def current(self, session_id: str, session: Session | RemoteSession | None) -> Session | RemoteSession | None:
         """The session as the database has it now: one made on another bridge is followed from here
         on; a followed one learns of the runner's newest events and record. Local ones as they are."""
-        if session is not None and session.remote_info is None:
+        if session is not None and not isinstance(session, RemoteSession):
             return session
         row = await self.database.run(lambda conn: conn.execute(_SESSIONS + " AND s.id = %s", (session_id,)).fetchone())
         if row is None:
@@ -409,18 +411,18 @@ class Fleet:
             self._update(row, self.manager.find(row[0]))
         present = {row[0] for row in rows}
         for session in self.manager.list():
-            if session.remote_info is not None and session.id not in present:  # deleted elsewhere (retention)
+            if isinstance(session, RemoteSession) and session.id not in present:  # deleted elsewhere (retention)
                 session.log.close_subscribers()
                 self.manager.discard(session.id)
                 self.store.forget_session(session.id)
 
-    def _update(self, row: Any, session: Session | None) -> Session | None:
+    def _update(self, row: Any, session: Session | RemoteSession | None) -> Session | RemoteSession | None:
         import json
 
         session_id, record_text, owner, valid, last = row
         # As it is now: another look at the database may have added or replaced it meanwhile.
         session = self.manager.find(session_id)
-        if session is not None and session.remote_info is None:
+        if session is not None and not isinstance(session, RemoteSession):
             return session  # run here
         try:
             record = json.loads(record_text)
@@ -438,7 +440,7 @@ class Fleet:
             session.runner = runner
             self.manager.add(session)
         elif isinstance(record.get("info"), dict):
-            session.follow_remote(record, runner)
+            session.follow(record, runner)
         if last is not None:
             session.log.follow(int(last))
         return session
@@ -446,7 +448,7 @@ class Fleet:
     def committed(self, session_id: str, sequence: int) -> None:
         """A notification: another bridge committed the session's events up to ``sequence``."""
         session = self.manager.find(session_id)
-        if session is not None and session.remote_info is not None:
+        if isinstance(session, RemoteSession):
             session.log.follow(sequence)
 
     async def _listen(self) -> None:
@@ -483,7 +485,7 @@ class Fleet:
 
     def _refresh_soon(self, session_id: str) -> None:
         session = self.manager.find(session_id)
-        if session is not None and session.remote_info is None:
+        if session is not None and not isinstance(session, RemoteSession):
             return
 
         async def refresh() -> None:
@@ -497,7 +499,7 @@ class Fleet:
         task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
 
     async def _catch_up(self) -> None:
-        followed = [s.id for s in self.manager.list() if s.remote_info is not None and not s.ended]
+        followed = [s.id for s in self.manager.list() if isinstance(s, RemoteSession) and not s.ended]
         if not followed:
             return
         rows = await self.database.run(
@@ -523,7 +525,7 @@ class Fleet:
         address, or None: here (this bridge runs it, it ended, or its runner died and this bridge
         took it over). The files of an ended session are where it last ran, while that bridge lives."""
         session = await self.manager.lookup(session_id)
-        if session.remote_info is None:
+        if not isinstance(session, RemoteSession):
             return None
         if session.ended:
             if not files or forwarded:
@@ -545,7 +547,7 @@ class Fleet:
         lock = self._locks.setdefault(session_id, asyncio.Lock())
         async with lock:
             session = self.manager.find(session_id)
-            if session is not None and session.remote_info is None:
+            if session is not None and not isinstance(session, RemoteSession):
                 return None
             if not await self.claim(session_id):
                 lease = await self.lease(session_id)

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from app.acp.orphans import ProcessRegistry
-from app.acp.process import ExitInfo
 from app.agents.registry import AgentRegistry, AgentSpec
 from app.errors import (
     AgentNotInstalled,
@@ -28,16 +27,18 @@ from app.events.text import clean_text
 from app.metrics import Metrics
 from app.settings import Settings
 from app.tracing import Tracing
-from app.translate.usage import USAGE_META
 
 from .config import SessionConfig
+from .deps import SessionDeps
+from .remote import RemoteSession
+from .saved import SavedSession
 
 if TYPE_CHECKING:
     # Loaded when a session is first made or restored, not at start: the server answers
     # /v1/health before any of it (and the ACP SDK) is needed.
     from .client_services import ClientServices
     from .fleet import Fleet
-    from .session import EndReason, Session
+    from .session import Session
 
 log = logging.getLogger("acp_rest_bridge.sessions")
 
@@ -65,25 +66,32 @@ class SessionManager:
         self.store = store
         self.services = services
         self.processes = processes
-        self._sessions: dict[str, Session] = {}
+        # What every session is built with.
+        self.deps = SessionDeps(settings, services, processes, metrics, tracing)
+        # Those this bridge runs, and in a fleet those another bridge runs (``RemoteSession``).
+        self._sessions: dict[str, Session | RemoteSession] = {}
         self._creating: set[str] = set()
         # Set when the store is shared by a fleet of bridges (``fleet``).
         self.fleet: Fleet | None = None
 
-    def get(self, session_id: str) -> Session:
+    def get(self, session_id: str) -> Session | RemoteSession:
         session = self._sessions.get(session_id)
         if session is None:
             raise SessionNotFound(session_id)
         return session
 
-    def find(self, session_id: str) -> Session | None:
+    def find(self, session_id: str) -> Session | RemoteSession | None:
         return self._sessions.get(session_id)
 
-    def list(self) -> list[Session]:
+    def local(self) -> list[Session]:
+        """The sessions this bridge runs (or ran), not those of other bridges of a fleet."""
+        return [s for s in self._sessions.values() if not isinstance(s, RemoteSession)]
+
+    def list(self) -> list[Session | RemoteSession]:
         """Newest first."""
         return sorted(self._sessions.values(), key=lambda s: s.created_at_ms, reverse=True)
 
-    async def lookup(self, session_id: str) -> Session:
+    async def lookup(self, session_id: str) -> Session | RemoteSession:
         """``get``, and in a fleet also a session another bridge made since, with its newest events."""
         session = self._sessions.get(session_id)
         if self.fleet is not None and session_id_problem(session_id) is None:  # (a NUL: no query)
@@ -103,14 +111,15 @@ class SessionManager:
                 continue
             self._sessions[session.id] = session
 
-    def restored(self, record: dict[str, Any], runners: dict[str, str] | None = None) -> Session:
+    def restored(self, record: dict[str, Any], runners: dict[str, str] | None = None) -> Session | RemoteSession:
         """A session of its saved record; one another bridge runs (``runners``) is only followed here."""
         session_id = record["info"]["sessionId"]
         if runners is None or session_id not in runners:
             return self._restored(record)
-        session = self._restored(record, remote=True)
-        session.follow_remote(record, runners[session_id])
-        return session
+        saved = SavedSession.read(record, self._spec_of)
+        log_ = self.new_log(session_id)
+        log_.finish()  # its events are read from the store
+        return RemoteSession(saved, log_, runners[session_id])
 
     def resumed_here(self, record: dict[str, Any], log_: SessionEventLog) -> Session:
         """A live session of another bridge's, to run here (``fleet``), on the log that followed it."""
@@ -120,60 +129,33 @@ class SessionManager:
         """Drop the session from this bridge only (another bridge of the fleet runs it now)."""
         self._sessions.pop(session_id, None)
 
-    def add(self, session: Session) -> None:
+    def add(self, session: Session | RemoteSession) -> None:
         """A session made from its record (``restored``) joins the listed ones, in place of any."""
         self._sessions[session.id] = session
 
-    def _restored(
-        self, record: dict[str, Any], *, remote: bool = False, log_: SessionEventLog | None = None
-    ) -> Session:
+    def _restored(self, record: dict[str, Any], *, log_: SessionEventLog | None = None) -> Session:
         from . import recovery
         from .session import Session
 
-        info = record["info"]
-        config = SessionConfig(**record["config"])
-        # What the agent reported (model, title) wins, as in SessionInfo.
-        config.model = info.get("model")
-        config.title = info.get("title")
-        try:
-            spec = self.registry.get(config.agent)
-        except UnsupportedAgent:  # an agents-file entry removed since: still listed, never run
-            spec = AgentSpec(config.agent, None)
-        session_id = info["sessionId"]
-        exit_info = record.get("exit")
-        end_reason: EndReason = "error" if record.get("endReason") == "error" else "terminated"
-        log_ = log_ or self.new_log(session_id)
+        saved = SavedSession.read(record, self._spec_of)
+        log_ = log_ or self.new_log(saved.session_id)
         # One still live when the server stopped goes on (``recovery``); an ended one's events
-        # are read from the store. One another bridge runs is that bridge's business.
-        resumable = None if remote else recovery.adopt(record)
+        # are read from the store.
+        resumable = recovery.adopt(record)
         if resumable is None:
             log_.finish()
-        session = Session.restored(
-            session_id,
-            spec,
-            config,
-            log_,
-            cwd=record["cwd"],
-            fs_root=record["fs_root"],
-            settings=self.settings,
-            services=self.services,
-            created_at_ms=int(info["createdAt"]),
-            native_session_id=info.get("nativeSessionId"),
-            end_reason=end_reason,
-            exit_info=ExitInfo(exit_info.get("code"), exit_info.get("signal")) if isinstance(exit_info, dict) else None,
-            processes=self.processes,
-            recovery=resumable,
-            metrics=self.metrics,
-            tracing=self.tracing,
-        )
-        meta = info.get("_meta") if isinstance(info.get("_meta"), dict) else {}
-        session.translator.state.totals.restore(meta.get(USAGE_META), record.get("agentCost"))
-        return session
+        return Session.restored(saved, log_, self.deps, resumable)
+
+    def _spec_of(self, agent: str) -> AgentSpec:
+        try:
+            return self.registry.get(agent)
+        except UnsupportedAgent:  # an agents-file entry removed since: still listed, never run
+            return AgentSpec(agent, None)
 
     async def settle_restored(self) -> None:
         """Restored sessions that were live when the server stopped: what the old agent left open
         is closed in their logs, and they wait for their next message (``recovery``)."""
-        for session in list(self._sessions.values()):
+        for session in self.local():
             if session.recovery is not None:
                 from . import recovery
 
@@ -182,8 +164,11 @@ class SessionManager:
                 except Exception:
                     log.exception("session %s: cannot read the end of its log; it stays as it was", session.id)
 
-    async def ready(self, session: Session) -> None:
-        """Before a message: a session suspended by a restart gets its agent back (or ends)."""
+    async def ready(self, session: Session | RemoteSession) -> Session:
+        """Before a message: a session suspended by a restart gets its agent back (or ends). One
+        another bridge runs is refused here (``forward`` sends the others' messages on: it ended)."""
+        if isinstance(session, RemoteSession):
+            session.check_accepting()
         if session.recovery is not None:
             from . import recovery
 
@@ -195,6 +180,7 @@ class SessionManager:
                 # durable, so the client can read it, as for any other request.
                 await session.log.settled()
                 raise
+        return session
 
     def new_log(self, session_id: str) -> SessionEventLog:
         settings = self.settings
@@ -218,7 +204,7 @@ class SessionManager:
         limit = self.settings.max_sessions
         if limit <= 0:
             return
-        live = len(self._creating) + sum(1 for s in self._sessions.values() if not s.ended and not s.suspended)
+        live = len(self._creating) + sum(1 for s in self.local() if not s.ended and not s.suspended)
         if live >= limit:
             raise TooManySessions(limit)
 
@@ -294,19 +280,7 @@ class SessionManager:
                 if not os.path.isdir(cwd):
                     raise InvalidRequest(f"directory not found: {cwd}")
             log_ = self.new_log(session_id)
-            session = Session(
-                session_id,
-                spec,
-                config,
-                log_,
-                cwd=cwd,
-                fs_root=fs_root,
-                settings=self.settings,
-                services=self.services,
-                processes=self.processes,
-                metrics=self.metrics,
-                tracing=self.tracing,
-            )
+            session = Session(session_id, spec, config, log_, cwd=cwd, fs_root=fs_root, deps=self.deps)
             await session.start()
             if self.fleet is not None:
                 session.runner = self.fleet.url
@@ -318,5 +292,5 @@ class SessionManager:
             self._creating.discard(session_id)
 
     async def shutdown(self) -> None:
-        sessions = [s for s in self._sessions.values() if s.process is not None]
+        sessions = [s for s in self.local() if s.process is not None]
         await asyncio.gather(*(s.shutdown() for s in sessions), return_exceptions=True)

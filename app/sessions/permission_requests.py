@@ -14,7 +14,7 @@ the tool call id), made unique in the session; otherwise ``permission_<n>``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from app.events.model import PERMISSION_REQUESTED, PERMISSION_RESOLVED
 from app.translate.hitl_shapes import (
@@ -27,10 +27,9 @@ from app.translate.hitl_shapes import (
 )
 
 from .held_permissions import HeldRequests
+from .host import SessionHost
+from .remote import RemoteSession
 from .request_book import HumanRequest, RequestBook, response_raw
-
-if TYPE_CHECKING:
-    from .session import Session
 
 METHOD = "session/request_permission"
 PermissionRequest = HumanRequest[PermissionInfo]
@@ -41,33 +40,40 @@ class Permissions(RequestBook[PermissionInfo]):
 
     kind = "permission"
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, pending: dict[Any, HumanRequest[Any]]) -> None:
+        super().__init__(pending)
         self.always: set[str] = set()  # cache keys of `always` grants
         # Tool names and inputs from earlier tool_call updates (a permission request may omit them).
         self.tool_calls = ToolCallMemory()
         # Requests that came before their tool call, waiting for it (held_permissions).
         self.held = HeldRequests()
 
-    def record_cancelled(self, session: Session, request: PermissionRequest) -> None:
+    def record_cancelled(self, session: SessionHost, request: PermissionRequest) -> None:
         _record_resolved(session, request, "reject", {"outcome": dict(CANCELLED_OUTCOME)})
 
 
-def _record_resolved(session: Session, request: PermissionRequest, status: str, result: Any) -> None:
+class PermissionHost(SessionHost, Protocol):
+    """A session with permission requests."""
+
+    @property
+    def permissions(self) -> Permissions: ...
+
+
+def _record_resolved(session: SessionHost, request: PermissionRequest, status: str, result: Any) -> None:
     info = request.info
     data = permission_data(request.public_id, info.action, status, info.metadata)
     session.record_one(PERMISSION_RESOLVED, data, synthetic=True, raw=response_raw(request, result))
 
 
-def _answer(session: Session, request: PermissionRequest, reply: str) -> None:
+def _answer(session: SessionHost, request: PermissionRequest, reply: str) -> None:
     outcome, status = select_option(request.info.options, reply)
     result = {"outcome": outcome}
-    if request.book.finish(session, request, result):
+    if request.book.finish(request, result):
         _record_resolved(session, request, status, result)
 
 
 # ---- agent side ----------------------------------------------------------------------------------
-def observe(session: Session, message: dict[str, Any]) -> None:
+def observe(session: PermissionHost, message: dict[str, Any]) -> None:
     params = message.get("params")
     if not isinstance(params, dict):
         return  # `handle` answers invalid params
@@ -84,7 +90,7 @@ def observe(session: Session, message: dict[str, Any]) -> None:
     _observe(session, message)
 
 
-def _observe(session: Session, message: dict[str, Any]) -> None:
+def _observe(session: PermissionHost, message: dict[str, Any]) -> None:
     params = message["params"]
     tool_call: dict[str, Any] = params["toolCall"] if isinstance(params.get("toolCall"), dict) else {}
     permissions = session.permissions
@@ -109,7 +115,7 @@ def _observe(session: Session, message: dict[str, Any]) -> None:
         _answer(session, request, "always")
 
 
-async def handle(session: Session, params: Any, request_id: Any) -> Any:
+async def handle(session: PermissionHost, params: Any, request_id: Any) -> Any:
     await session.permissions.held.released(request_id)
     return await session.permissions.wait(session, request_id, lambda s, r: _answer(s, r, "reject"))
 
@@ -117,7 +123,7 @@ async def handle(session: Session, params: Any, request_id: Any) -> Any:
 _TOOL_UPDATES = frozenset({"tool_call", "tool_call_update"})
 
 
-def remember_tool_calls(session: Session, message: dict[str, Any]) -> None:
+def remember_tool_calls(session: PermissionHost, message: dict[str, Any]) -> None:
     """Every `session/update`, before it is translated: keep what tool calls said about themselves."""
     params = message.get("params")
     update = params.get("update") if type(params) is dict else None
@@ -128,8 +134,11 @@ def remember_tool_calls(session: Session, message: dict[str, Any]) -> None:
 
 
 # ---- HTTP side -----------------------------------------------------------------------------------
-def reply(session: Session, permission_id: str, reply: str) -> None:
-    """``POST .../permissions/{id}/reply`` after the session lookup (legacy §7.1 order)."""
+def reply(session: PermissionHost | RemoteSession, permission_id: str, reply: str) -> None:
+    """``POST .../permissions/{id}/reply`` after the session lookup (legacy §7.1 order). A session
+    another bridge runs holds no request here (``forward`` sends the replies of a live one there)."""
+    if isinstance(session, RemoteSession):
+        raise Permissions.unknown(permission_id)
     permissions = session.permissions
     request = permissions.lookup(permission_id)
     if reply == "always":

@@ -14,7 +14,7 @@ elicitation's ``toolCallId``, made unique in the session; otherwise ``question_<
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from app.acp.sdk import RequestError
 from app.events.model import QUESTION_REQUESTED, QUESTION_RESOLVED
@@ -30,10 +30,9 @@ from app.translate.hitl_shapes import (
     question_data,
 )
 
+from .host import SessionHost
+from .remote import RemoteSession
 from .request_book import HumanRequest, RequestBook, response_raw
-
-if TYPE_CHECKING:
-    from .session import Session
 
 ELICITATION = "elicitation/create"
 EXTENSION = "_sandbox-agent/session/request_question"
@@ -45,8 +44,15 @@ class Questions(RequestBook[QuestionInfo]):
 
     kind = "question"
 
-    def record_cancelled(self, session: Session, request: QuestionRequest) -> None:
+    def record_cancelled(self, session: SessionHost, request: QuestionRequest) -> None:
         _record_resolved(session, request, None, "rejected", _cancel_result(request.method))
+
+
+class QuestionHost(SessionHost, Protocol):
+    """A session with questions."""
+
+    @property
+    def questions(self) -> Questions: ...
 
 
 def _cancel_result(method: str) -> dict[str, Any]:
@@ -64,16 +70,16 @@ def _answer_result(request: QuestionRequest, answers: list[list[str]]) -> dict[s
 
 
 def _record_resolved(
-    session: Session, request: QuestionRequest, response: str | None, status: str, result: Any
+    session: SessionHost, request: QuestionRequest, response: str | None, status: str, result: Any
 ) -> None:
     info = request.info
     data = question_data(request.public_id, info.prompt, info.options, response, status)
     session.record_one(QUESTION_RESOLVED, data, synthetic=True, raw=response_raw(request, result))
 
 
-def _reject(session: Session, request: QuestionRequest) -> None:
+def _reject(session: SessionHost, request: QuestionRequest) -> None:
     result = _reject_result(request.method)
-    if request.book.finish(session, request, result):
+    if request.book.finish(request, result):
         _record_resolved(session, request, None, "rejected", result)
 
 
@@ -82,7 +88,7 @@ def _is_form(params: dict[str, Any]) -> bool:
     return bool(params.get("mode", "form") == "form")
 
 
-def _register(session: Session, message: dict[str, Any], info: QuestionInfo) -> None:
+def _register(session: QuestionHost, message: dict[str, Any], info: QuestionInfo) -> None:
     cancel_result = _cancel_result(message["method"])
     request = session.questions.add(session, message, info, info.candidates, "question", cancel_result)
     data = question_data(request.public_id, info.prompt, info.options, None, "requested")
@@ -91,7 +97,7 @@ def _register(session: Session, message: dict[str, Any], info: QuestionInfo) -> 
         session.cancel_one(request.request_id)
 
 
-def observe_elicitation(session: Session, message: dict[str, Any]) -> None:
+def observe_elicitation(session: QuestionHost, message: dict[str, Any]) -> None:
     params = message.get("params")
     if not isinstance(params, dict):
         return
@@ -102,40 +108,45 @@ def observe_elicitation(session: Session, message: dict[str, Any]) -> None:
     _register(session, message, elicitation_question(params))
 
 
-def observe_extension(session: Session, message: dict[str, Any]) -> None:
+def observe_extension(session: QuestionHost, message: dict[str, Any]) -> None:
     if isinstance(message.get("params"), dict):
         _register(session, message, extension_question(message["params"]))
 
 
-async def handle_elicitation(session: Session, params: Any, request_id: Any) -> Any:
+async def handle_elicitation(session: QuestionHost, params: Any, request_id: Any) -> Any:
     if isinstance(params, dict) and not _is_form(params):
         return {"action": ELICITATION_DECLINE}
     return await session.questions.wait(session, request_id, _reject)
 
 
-async def handle_extension(session: Session, params: Any, request_id: Any) -> Any:
+async def handle_extension(session: QuestionHost, params: Any, request_id: Any) -> Any:
     if not isinstance(params, dict):
         raise RequestError.invalid_params({"message": "params must be an object"})
     return await session.questions.wait(session, request_id, _reject)
 
 
 # ---- HTTP side -----------------------------------------------------------------------------------
-def _lookup(session: Session, question_id: str) -> tuple[Questions, QuestionRequest]:
+def _lookup(session: QuestionHost, question_id: str) -> tuple[Questions, QuestionRequest]:
     questions = session.questions
     request = questions.lookup(question_id)
     questions.check_session(session, request)
     return questions, request
 
 
-def reply(session: Session, question_id: str, answers: list[list[str]]) -> None:
-    """``POST .../questions/{id}/reply`` after the session lookup (legacy §7.2 order)."""
+def reply(session: QuestionHost | RemoteSession, question_id: str, answers: list[list[str]]) -> None:
+    """``POST .../questions/{id}/reply`` after the session lookup (legacy §7.2 order). A session
+    another bridge runs holds no request here (``forward`` sends the replies of a live one there)."""
+    if isinstance(session, RemoteSession):
+        raise Questions.unknown(question_id)
     questions, request = _lookup(session, question_id)
     result = _answer_result(request, answers)
-    if questions.finish(session, request, result):
+    if questions.finish(request, result):
         _record_resolved(session, request, first_answer(answers), "answered", result)
 
 
-def reject(session: Session, question_id: str) -> None:
+def reject(session: QuestionHost | RemoteSession, question_id: str) -> None:
     """``POST .../questions/{id}/reject``."""
+    if isinstance(session, RemoteSession):
+        raise Questions.unknown(question_id)
     _, request = _lookup(session, question_id)
     _reject(session, request)

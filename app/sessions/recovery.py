@@ -25,8 +25,9 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from app.acp.connection import AgentObserver
 from app.acp.sdk import RequestError
 from app.acp.shapes import NewSessionResult
 from app.errors import BridgeError, StreamError
@@ -44,12 +45,16 @@ from app.events.model import (
 )
 from app.translate.items import make_item
 
-from .agent_link import NewSession, new_session_params
+from .agent_link import AgentLink, NewSession, new_session_params
+from .client_services import ClientServices
+from .host import SessionHost
+from .permission_requests import Permissions
+from .phases import EndReason
+from .question_requests import Questions
+from .terminals import SessionTerminals
 
 if TYPE_CHECKING:
     from app.events.store import EventStore
-
-    from .session import Session
 
 log = logging.getLogger("acp_rest_bridge.sessions")
 
@@ -83,14 +88,47 @@ class Recovery:
         return {"state": "restarted", "cause": self.cause, **(self.outcome or {})}
 
 
+class RecoveryHost(SessionHost, AgentObserver, Protocol):
+    """What recovery uses of a session besides the core: its recovery state, the parts whose
+    numbering and requests go on, the agent link it starts again (the session observes it), and
+    the lifecycle steps of a restored session."""
+
+    recovery: Recovery | None
+    native_session_id: str | None
+    replaying: bool  # the agent replays its history (session/load): not logged again
+    replayed: int
+
+    @property
+    def agent(self) -> AgentLink: ...
+    @property
+    def services(self) -> ClientServices: ...
+    @property
+    def permissions(self) -> Permissions: ...
+    @property
+    def questions(self) -> Questions: ...
+    @property
+    def terminals(self) -> SessionTerminals: ...
+    @property
+    def end_reason(self) -> EndReason | None: ...
+    @property
+    def stopped_by_shutdown(self) -> bool: ...
+    @property
+    def suspended(self) -> bool: ...
+
+    def save(self) -> None: ...
+    def restored_as_ended(self, reason: EndReason) -> None: ...
+    def end_suspended(self, message: str) -> None: ...
+    def agent_restarted(self) -> None: ...
+
+
 # ---- what the session record keeps ------------------------------------------------------------------
-def record_fields(session: Session) -> dict[str, Any]:
+def record_fields(session: RecoveryHost) -> dict[str, Any]:
     """Added to the session record: how a live session was stopped, and where recovery stands."""
     fields: dict[str, Any] = {}
     state = session.recovery
     if state is not None:
         fields["recovery"] = {"cause": state.cause, "settled": state.settled, "suspended": state.suspended}
-    agent_cost = session.translator.state.totals.agent_cost
+    agent_cost = session.state.totals.agent_cost
     if agent_cost:  # the agent's running cost as last seen: its next turn's cost is what it adds
         fields["agentCost"] = dict(agent_cost)
     if session.end_reason is None:
@@ -236,7 +274,7 @@ async def read_log_end(store: EventStore, session_id: str, last_sequence: int) -
 
 
 # ---- at start-up ---------------------------------------------------------------------------------------
-async def settle(session: Session, store: EventStore) -> None:
+async def settle(session: RecoveryHost, store: EventStore) -> None:
     """Bring a restored live session to a state that says what happened (see the module doc)."""
     state = session.recovery
     if state is None:
@@ -260,7 +298,7 @@ async def settle(session: Session, store: EventStore) -> None:
     session.save()
 
 
-def seed_counters(session: Session, found: LogState) -> None:
+def seed_counters(session: RecoveryHost, found: LogState) -> None:
     """Continue the turn, item, user message and request numbering of the old process: ids stay
     unique in the session."""
     translator = session.translator
@@ -273,7 +311,7 @@ def seed_counters(session: Session, found: LogState) -> None:
     session.questions.used |= found.question_ids | set(state.question_ids if state else ())
 
 
-def _remember_the_dead(session: Session, found: LogState, state: Recovery) -> None:
+def _remember_the_dead(session: RecoveryHost, found: LogState, state: Recovery) -> None:
     """A late reply to a request that is closed here says why (not a bare "unknown id")."""
     if state.previous:
         why = f"the session's agent on the bridge at {state.previous}, which stopped"
@@ -305,7 +343,7 @@ def _stopped_text(cause: str) -> str:
     return f"The bridge {how} while this session was open; the next message starts the agent again."
 
 
-def _status(session: Session, detail: str, text: str, meta: dict[str, Any], raw: Any = None) -> list[EventDraft]:
+def _status(session: RecoveryHost, detail: str, text: str, meta: dict[str, Any], raw: Any = None) -> list[EventDraft]:
     translator = session.translator
     content: list[dict[str, Any]] = [
         {"type": "status", "label": "restart", "detail": detail},
@@ -326,7 +364,7 @@ def _status(session: Session, detail: str, text: str, meta: dict[str, Any], raw:
 
 
 # ---- at the next message ------------------------------------------------------------------------------
-async def revive(session: Session) -> None:
+async def revive(session: RecoveryHost) -> None:
     """Start the agent of a suspended session again (once, whoever asks first)."""
     state = session.recovery
     if state is None or not session.suspended:
@@ -337,7 +375,7 @@ async def revive(session: Session) -> None:
     await asyncio.shield(state.task)
 
 
-async def _revive(session: Session, state: Recovery) -> None:
+async def _revive(session: RecoveryHost, state: Recovery) -> None:
     link = session.agent
     try:
         await link.spawn(session, session.cwd)
@@ -384,7 +422,7 @@ async def _revive(session: Session, state: Recovery) -> None:
     session.save()
 
 
-async def _reconnect(session: Session) -> tuple[str, dict[str, Any], list[Any]]:
+async def _reconnect(session: RecoveryHost) -> tuple[str, dict[str, Any], list[Any]]:
     """``initialize``, then resume, load or new. Returns the method that worked, what the status
     item tells about it, and the ACP messages (its raw)."""
     link = session.agent
@@ -444,7 +482,7 @@ LIST_PAGES = 50
 LIST_PAGE_TIMEOUT = 5.0
 
 
-async def _agent_lists(session: Session, native_session_id: str) -> bool | None:
+async def _agent_lists(session: RecoveryHost, native_session_id: str) -> bool | None:
     """Whether the agent's `session/list` (for the session's directory) has the session; None when
     it cannot tell (an error, a time-out, too many pages)."""
     connection = session.agent.connection
@@ -469,12 +507,12 @@ async def _agent_lists(session: Session, native_session_id: str) -> bool | None:
     return None
 
 
-async def _after_handshake(session: Session, native_session_id: str, result: dict[str, Any]) -> None:
+async def _after_handshake(session: RecoveryHost, native_session_id: str, result: dict[str, Any]) -> None:
     link = session.agent
     assert link.connection is not None
     session.spec.learn(dict(link.connection.initialize_result), result)
     new = NewSession(native_session_id, cast(NewSessionResult, result))
-    await link.apply_modes(new, session.config, session.translator.state)
+    await link.apply_modes(new, session.config, session.state)
 
 
 def _request(method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Each request is registered in wire order (``add``, from the client services' ``observe``), answered
 exactly once (a reply, an automatic decision, a timeout, or a cancel), and waited for by the SDK's
-handler task (``wait``). Cancels go through ``Session.cancel_one``/``cancel_pending``, which call the
+handler task (``wait``). The books of a session share its ``pending`` requests (by JSON-RPC id, in
+the order asked). Cancels go through ``Session.cancel_one``/``cancel_pending``, which call the
 book's ``on_cancelled``, so no request can stay pending after a terminate, an agent exit, a
 `session/cancel` or a `$/cancel_request`.
 """
@@ -12,16 +13,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from app.acp.sdk import RequestError
 from app.errors import InvalidRequest
 from app.translate.hitl_shapes import allocate_id
 
-if TYPE_CHECKING:
-    from .session import Session
+from .host import SessionHost
 
 Info = TypeVar("Info")
+Host = TypeVar("Host", bound=SessionHost)
 
 
 @dataclass(slots=True, eq=False)
@@ -47,7 +48,9 @@ class RequestBook(Generic[Info]):
 
     kind = "request"
 
-    def __init__(self) -> None:
+    def __init__(self, pending: dict[Any, HumanRequest[Any]]) -> None:
+        # The session's requests waiting for an answer, of every book, by JSON-RPC id.
+        self.pending = pending
         self.open: dict[str, HumanRequest[Info]] = {}
         # Cancelled because the session ended, never replied to: a late reply gets the ended error.
         self.orphaned: dict[str, HumanRequest[Info]] = {}
@@ -59,7 +62,7 @@ class RequestBook(Generic[Info]):
     # ---- agent side --------------------------------------------------------------------------
     def add(
         self,
-        session: Session,
+        session: SessionHost,
         message: dict[str, Any],
         info: Info,
         candidates: tuple[str, ...],
@@ -76,28 +79,28 @@ class RequestBook(Generic[Info]):
         turn = session.turns.current
         request.turn_id = turn.turn_id if turn is not None else None
         request.shown_at = session.log.last_sequence + 1  # its requested event is recorded next
-        session.pending[request_id] = request
+        self.pending[request_id] = request
         self.open[public_id] = request
         self._by_request[request_id] = request
         return request
 
-    def finish(self, session: Session, request: HumanRequest[Info], result: Any) -> bool:
+    def finish(self, request: HumanRequest[Info], result: Any) -> bool:
         """Answer the agent. False when the request was already answered."""
         if request.resolved:
             return False
         request.resolved = True
         self.open.pop(request.public_id, None)
-        if session.pending.get(request.request_id) is request:
-            del session.pending[request.request_id]
+        if self.pending.get(request.request_id) is request:
+            del self.pending[request.request_id]
         if not request.future.done():
             request.future.set_result(result)
         return True
 
     async def wait(
         self,
-        session: Session,
+        session: Host,
         request_id: Any,
-        on_timeout: Callable[[Session, HumanRequest[Info]], None],
+        on_timeout: Callable[[Host, HumanRequest[Info]], None],
     ) -> Any:
         """The answer for the agent (the SDK handler task awaits this)."""
         request = self._by_request.pop(request_id, None)
@@ -123,10 +126,14 @@ class RequestBook(Generic[Info]):
                     f"unknown {self.kind} id: {public_id}: the request died with {why}; "
                     "it was closed as rejected and can no longer be answered"
                 )
-            raise InvalidRequest(f"unknown {self.kind} id: {public_id}")
+            raise self.unknown(public_id)
         return request
 
-    def check_session(self, session: Session, request: HumanRequest[Info]) -> None:
+    @classmethod
+    def unknown(cls, public_id: str) -> InvalidRequest:
+        return InvalidRequest(f"unknown {cls.kind} id: {public_id}")
+
+    def check_session(self, session: SessionHost, request: HumanRequest[Info]) -> None:
         """Legacy step 4: an ended session drops the entry and refuses (400 terminated / 500 exited)."""
         if not session.ended:
             return
@@ -136,7 +143,7 @@ class RequestBook(Generic[Info]):
         session.check_accepting()
 
     # ---- cancel ----------------------------------------------------------------------------------
-    def on_cancelled(self, session: Session, request: HumanRequest[Info]) -> None:
+    def on_cancelled(self, session: SessionHost, request: HumanRequest[Info]) -> None:
         """The request was answered with its cancel result: forget it, and record its resolved
         event (unless the server is stopping)."""
         if request.resolved:
@@ -148,9 +155,21 @@ class RequestBook(Generic[Info]):
         if not session.shutting_down:
             self.record_cancelled(session, request)
 
-    def record_cancelled(self, session: Session, request: HumanRequest[Info]) -> None:
+    def record_cancelled(self, session: SessionHost, request: HumanRequest[Info]) -> None:
         """Record the resolved event of a request answered with its cancel result."""
         raise NotImplementedError
+
+
+def cancel(session: SessionHost, pending: dict[Any, HumanRequest[Any]], key: Any) -> bool:
+    """Answer the request waiting under the JSON-RPC id ``key`` with its cancel result (its book
+    records how it ended); False if nothing waits under ``key``."""
+    request = pending.pop(key, None)
+    if request is None:
+        return False
+    if not request.future.done():
+        request.future.set_result(request.cancel_result)
+    request.book.on_cancelled(session, request)
+    return True
 
 
 def response_raw(request: HumanRequest[Any], result: Any) -> dict[str, Any]:

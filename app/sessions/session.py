@@ -1,106 +1,43 @@
 """One legacy session: what it is made of (the constructor), how it starts, takes messages, and ends.
 
 Every part has one job: ``agent`` (``AgentLink``) is the process and its ACP connection; ``turns``
-(``TurnQueue``) the prompts, one at a time; ``translator`` turns ACP traffic into legacy events,
-which ``record`` appends to ``log``; ``permissions``, ``questions`` and ``terminals`` hold what the
-agent asked of the bridge, answered through the shared ``services`` (``ClientServices``).
+(``TurnQueue``) the prompts, one at a time, run by ``prompting``; ``translator`` turns ACP traffic
+into legacy events, which ``record`` appends to ``log``; ``permissions``, ``questions`` and
+``terminals`` hold what the agent asked of the bridge, answered through the shared ``services``
+(``ClientServices``); ``incoming`` takes the agent's messages in wire order; ``ended`` says what an
+end records and what an ended session keeps; ``listing`` makes its SessionInfo and saved record. The
+parts take the session as the protocol of what they need (``host.SessionHost``), never as a
+``Session``; what every session is built with comes in one ``SessionDeps``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import enum
-import functools
 import time
 from collections.abc import Awaitable
-from typing import Any, Literal
+from functools import partial
+from typing import Any
 
-from app.acp.orphans import ProcessRegistry
 from app.acp.process import AgentProcess, ExitInfo
-from app.acp.sdk import RequestError
 from app.agents.registry import AgentSpec
-from app.errors import AgentProcessExited, InvalidRequest
-from app.events.envelope import dumps
 from app.events.log import SessionEventLog
-from app.events.model import ERROR, SESSION_ENDED, SESSION_STARTED, EventDraft, JsonText
-from app.fs.paths import fence_for
+from app.events.model import SESSION_ENDED, SESSION_STARTED, EventDraft
 from app.logs import current_session
-from app.metrics import Metrics
-from app.settings import Settings
-from app.tracing import Tracing
-from app.translate.extensions import rpc_error_data
-from app.translate.outgoing import prompt_params
-from app.translate.prompt import Attachment, attachment, prompt_blocks, user_item_parts
-from app.translate.session_translator import MOCK_USER_ITEM, SessionTranslator, UserItemStyle
-from app.translate.usage import USAGE_META
+from app.translate.prompt import Attachment, attachment
 
-from . import agent_setup, diff_files
+from . import agent_setup, ended, incoming, listing, prompting, request_book
 from .agent_link import AgentLink
-from .client_services import ClientServices
 from .config import SessionConfig
+from .deps import SessionDeps
 from .permission_requests import Permissions
+from .phases import TRANSITIONS, EndReason, Phase, ended_error
 from .question_requests import Questions
-from .recovery import Recovery, record_fields
+from .recovery import Recovery
 from .request_book import HumanRequest
+from .saved import SavedSession
 from .terminals import SessionTerminals
-from .turns import Turn, TurnQueue
-
-EndReason = Literal["terminated", "error"]
-RESUME_META = "sandbox-agent/resume"
-# SessionInfo ``_meta`` in a fleet: which bridge runs the session (its advertised address).
-BRIDGE_META = "sandbox-agent/bridge"
-
-
-class Phase(enum.Enum):
-    STARTING = "starting"  # spawning the agent, handshake
-    RUNNING = "running"  # takes messages
-    ENDING = "ending"  # refuses messages; pending requests answered, agent being stopped
-    ENDED = "ended"  # agent stopped (or restored from an earlier run)
-    # Restored from a run that stopped while it was live: no agent until the next message
-    # starts it again (``recovery``).
-    SUSPENDED = "suspended"
-
-
-# The lifecycle's allowed steps; ``Session._set_phase`` refuses any other. A step to the same phase
-# is always allowed (an end noticed twice).
-TRANSITIONS: dict[Phase, frozenset[Phase]] = {
-    # Started; or built from an earlier run's record (suspended or ended); or stopped during start.
-    Phase.STARTING: frozenset({Phase.RUNNING, Phase.SUSPENDED, Phase.ENDED, Phase.ENDING}),
-    Phase.RUNNING: frozenset({Phase.ENDING}),
-    # Its agent started again; found ended after all, or it cannot start again; terminated, shut down.
-    Phase.SUSPENDED: frozenset({Phase.RUNNING, Phase.ENDED, Phase.ENDING}),
-    Phase.ENDING: frozenset({Phase.ENDED}),
-    Phase.ENDED: frozenset(),
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class _EndedParts:
-    """What every ended session has in place of its own parts (``Session._shed``): a translator fed
-    nothing more, a closed turn queue, closed terminals, empty request books."""
-
-    translator: SessionTranslator
-    turns: TurnQueue
-    terminals: SessionTerminals
-    permissions: Permissions
-    questions: Questions
-
-
-@functools.cache
-def _ended_parts() -> _EndedParts:
-    def begin(turn: Turn) -> None:
-        raise RuntimeError("an ended session starts no turn")
-
-    async def run(turn: Turn) -> None:
-        raise RuntimeError("an ended session runs no turn")
-
-    turns = TurnQueue("ended", begin, run)
-    turns.close()
-    terminals = SessionTerminals()
-    terminals.closed = True
-    return _EndedParts(SessionTranslator(), turns, terminals, Permissions(), Questions())
+from .turns import TurnQueue
 
 
 class Session:
@@ -126,7 +63,6 @@ class Session:
         "processes",
         "questions",
         "recovery",
-        "remote_info",
         "replayed",
         "replaying",
         "runner",
@@ -151,39 +87,30 @@ class Session:
         *,
         cwd: str,
         fs_root: str,
-        settings: Settings,
-        services: ClientServices,
-        processes: ProcessRegistry | None = None,
-        metrics: Metrics | None = None,
-        tracing: Tracing | None = None,
+        deps: SessionDeps,
     ) -> None:
         self.id = session_id
-        self.metrics = metrics
-        self.tracing = tracing
+        self.settings = deps.settings
+        self.services = deps.services
+        self.processes = deps.processes  # where agent and terminal process groups are recorded
+        self.metrics = deps.metrics
+        self.tracing = deps.tracing
         self.spec = spec
         self.config = config
         self.log = log
         self.cwd = cwd
         self.fs_root = fs_root
-        self.settings = settings
-        self.services = services
-        self.processes = processes  # where agent and terminal process groups are recorded
         self.created_at_ms = int(time.time() * 1000)
         # The parts.
-        self.agent = AgentLink(session_id, spec, settings, processes, metrics, tracing)
-        self.turns = TurnQueue(session_id, self._begin_turn, self._run_turn)
+        self.agent = AgentLink(session_id, spec, deps.settings, deps.processes, deps.metrics, deps.tracing)
+        self.turns = TurnQueue(session_id, partial(prompting.begin_turn, self), partial(prompting.run_turn, self))
         self.terminals = SessionTerminals()
-        self.translator = SessionTranslator(
-            terminal_output=self.terminals.output_of,
-            user_item=MOCK_USER_ITEM if spec.is_mock else UserItemStyle(),
-            tool_style=agent_setup.tool_style(spec),
-            usage_status=spec.profile.legacy_usage_status,
-        )
+        self.translator = agent_setup.translator(spec, self.terminals.output_of)
         self.state = self.translator.state  # what SessionInfo shows; kept when the translator goes (``_shed``)
-        self.permissions = Permissions()
-        self.questions = Questions()
         # Agent requests waiting for an answer (permissions and questions), by JSON-RPC id.
         self.pending: dict[Any, HumanRequest[Any]] = {}
+        self.permissions = Permissions(self.pending)
+        self.questions = Questions(self.pending)
         # The agent's id of the session (session/new).
         self.native_session_id: str | None = None
         # Lifecycle: changed only by ``_set_phase``.
@@ -201,66 +128,34 @@ class Session:
         # those updates were logged when they happened and are not logged again.
         self.replaying = False
         self.replayed = 0
-        # In a fleet (``fleet``): the advertised address of the bridge that runs the session, and,
-        # when that is another bridge, the SessionInfo it saved last (this bridge serves the events).
+        # In a fleet (``fleet``): this bridge's advertised address, shown in SessionInfo.
         self.runner: str | None = None
-        self.remote_info: dict[str, Any] | None = None
         self._early: list[EventDraft] = []  # recorded during the handshake, logged after session.started
         self._ending: asyncio.Task[None] | None = None
 
     @classmethod
     def restored(
-        cls,
-        session_id: str,
-        spec: AgentSpec,
-        config: SessionConfig,
-        log: SessionEventLog,
-        *,
-        cwd: str,
-        fs_root: str,
-        settings: Settings,
-        services: ClientServices,
-        created_at_ms: int,
-        native_session_id: str | None,
-        end_reason: EndReason,
-        exit_info: ExitInfo | None,
-        processes: ProcessRegistry | None = None,
-        recovery: Recovery | None = None,
-        metrics: Metrics | None = None,
-        tracing: Tracing | None = None,
+        cls, saved: SavedSession, log: SessionEventLog, deps: SessionDeps, recovery: Recovery | None = None
     ) -> Session:
         """A session of an earlier run on this data dir: listed, readable, no agent. Ended, unless
         it was live when that run stopped (``recovery``): then suspended until its next message."""
-        session = cls(
-            session_id,
-            spec,
-            config,
-            log,
-            cwd=cwd,
-            fs_root=fs_root,
-            settings=settings,
-            services=services,
-            processes=processes,
-            metrics=metrics,
-            tracing=tracing,
-        )
-        session.created_at_ms = created_at_ms
-        session.native_session_id = log.native_session_id = native_session_id
-        session.exit_info = exit_info
+        session = cls(saved.session_id, saved.spec, saved.config, log, cwd=saved.cwd, fs_root=saved.fs_root, deps=deps)
+        session.created_at_ms = saved.created_at_ms
+        session.native_session_id = log.native_session_id = saved.native_session_id
+        session.exit_info = saved.exit_info
         session.persisted = True
+        session.state.totals.restore(saved.usage, saved.agent_cost)  # tokens and cost so far
         if recovery is not None:
             session.recovery = recovery
             session._set_phase(Phase.SUSPENDED)
         else:
-            session._set_phase(Phase.ENDED, end_reason)
+            session._set_phase(Phase.ENDED, saved.end_reason)
             session._shed()
         return session
 
     # ---- lifecycle -----------------------------------------------------------------------
-    def _set_phase(self, phase: Phase, reason: EndReason | None = None, *, mirrored: bool = False) -> None:
-        """``mirrored``: the phase of a session another bridge runs, copied from its record (its
-        steps are that bridge's, checked there)."""
-        if not mirrored and phase is not self.phase and phase not in TRANSITIONS[self.phase]:
+    def _set_phase(self, phase: Phase, reason: EndReason | None = None) -> None:
+        if phase is not self.phase and phase not in TRANSITIONS[self.phase]:
             raise RuntimeError(f"session {self.id}: no step from {self.phase.value} to {phase.value}")
         self.phase = phase
         if reason is not None:
@@ -292,7 +187,7 @@ class Session:
         current_session.set(self.id)  # log lines of this task and those it starts name the session
         capabilities = self.services.client_capabilities(self.spec.disabled_services)
         try:
-            new = await self.agent.start(self, capabilities, self.config, self.cwd, self.translator.state)
+            new = await self.agent.start(self, capabilities, self.config, self.cwd, self.state)
         except BaseException:
             await self.terminals.close_all()  # any the agent opened during the handshake
             raise
@@ -300,13 +195,7 @@ class Session:
         self.agent.watch(self._agent_exited, lambda: self.ended)
         self._set_phase(Phase.RUNNING)
         self.log.native_session_id = self.native_session_id
-        metadata = {
-            "agent": self.config.agent,
-            "agentMode": self.config.agent_mode,
-            "model": self.config.model,
-            "permissionMode": self.config.permission_mode,
-            "variant": self.config.variant,
-        }
+        metadata = listing.started_metadata(self.config)
         self.log.append(EventDraft(SESSION_STARTED, {"metadata": metadata}, synthetic=True, raw=new.raw or None))
         early, self._early = self._early, []
         for draft in early:
@@ -322,14 +211,6 @@ class Session:
         self.agent.watch(self._agent_exited, lambda: self.ended)
         self.log.native_session_id = self.native_session_id
         self._set_phase(Phase.RUNNING)
-
-    def follow_remote(self, record: dict[str, Any], runner: str | None) -> None:
-        """Another bridge of the fleet runs the session (``record`` is what it saved last): this one
-        lists it and serves its events; requests for the agent go to ``runner``. It ended when its
-        record says how (one saved as its bridge stopped is not ended: it goes on elsewhere)."""
-        self.remote_info = record["info"]
-        self.runner = runner
-        self._set_phase(Phase.ENDED if record.get("endReason") is not None else Phase.SUSPENDED, mirrored=True)
 
     def restored_as_ended(self, reason: EndReason) -> None:
         """A suspended session whose log shows that it ended after all (its record was not saved)."""
@@ -348,10 +229,7 @@ class Session:
     # ---- messages and turns ---------------------------------------------------------------
     def check_accepting(self) -> None:
         if self.ended:
-            if self.end_reason == "terminated":
-                raise InvalidRequest("session terminated")
-            code = self.exit_info.code if self.exit_info else None
-            raise AgentProcessExited(self.spec.id, code, self.agent.stderr_text())
+            raise ended_error(self.spec.id, self.end_reason, self.exit_info, self.agent.stderr_text())
 
     def attachment(self, path: str, mime: str | None, filename: str | None) -> Attachment:
         """A message attachment, read from the session's root when relative, shown as given."""
@@ -360,169 +238,18 @@ class Session:
     def send_message(
         self, message: str, attachments: list[Attachment], image_data: dict[str, bytes] | None = None
     ) -> str:
-        """Accept a message: its turn starts now (turn.started recorded before returning) or after
-        the turn in flight, since ACP agents take one prompt at a time. Returns the turn's id.
-        ``image_data``: the image attachments already read (``sessions.attachments.read_images``)."""
-        current_session.set(self.id)
-        self.check_accepting()
-        self._check_not_waiting()
-        image_capable = bool(self.agent.prompt_capabilities.get("image"))
-        image_data = image_data or {}
-        turn = self.turns.new_turn(
-            message,
-            prompt_blocks(
-                agent_setup.for_agent(self.agent.setup, message),
-                attachments,
-                image_capable=image_capable,
-                image_data=image_data,
-            ),
-            user_item_parts(attachments),
-        )
-        if self.tracing is not None:
-            turn.trace_parent = self.tracing.current()  # the request's span, also for a turn that waits
-        self.turns.submit(turn)
-        return turn.turn_id
+        """Accept a message; returns its turn's id (``prompting.send_message``)."""
+        return prompting.send_message(self, message, attachments, image_data)
 
-    def _check_not_waiting(self) -> None:
-        """A message is refused while the running turn waits for a person: accepted, it would show
-        nothing until the reply (ACP agents take one prompt at a time), and recorded at once, its
-        turn.started would come before the end of the turn in flight. The turn waits when it has an
-        open request and the agent has said nothing since asking (the legacy mock's demo asks and
-        goes on: that turn does not wait)."""
-        turn = self.turns.current
-        if turn is None:
-            return
-        waiting = [r for r in self.pending.values() if r.turn_id == turn.turn_id and not r.resolved]
-        if waiting and max(r.shown_at for r in waiting) >= self.log.last_sequence:
-            first = min(waiting, key=lambda r: r.shown_at)
-            raise InvalidRequest(
-                f"{turn.turn_id} is waiting for a reply to {first.book.kind} {first.public_id};"
-                " answer it, then send the message"
-            )
-
-    def _begin_turn(self, turn: Turn) -> None:
-        turn.params = prompt_params(self.native_session_id, turn.blocks, turn.turn_id)
-        if self.metrics is not None:
-            turn.started = self.metrics.turn_started(self.spec.id)
-        if self.tracing is not None:
-            turn.span = self.tracing.start_span(
-                "turn", turn.trace_parent, **{"session.id": self.id, "turn.id": turn.turn_id, "agent": self.spec.id}
-            )
-        # The raw of turn.started and of the user's item: serialised here once, not by the store
-        # once for each of the three events.
-        raw = JsonText(dumps({"jsonrpc": "2.0", "method": "session/prompt", "params": turn.params}))
-        self.record(self.translator.turn_started(turn.turn_id, turn.message, turn.user_parts, raw=raw))
-
-    async def _run_turn(self, turn: Turn) -> None:
-        try:
-            if turn.span is None:
-                result = await self.agent.request("session/prompt", turn.params)
-            else:
-                assert self.tracing is not None
-                with self.tracing.use(turn.span):  # the ACP request's span is the turn's child
-                    result = await self.agent.request("session/prompt", turn.params)
-        except RequestError as exc:
-            if not turn.ended:
-                self._turn_failed(turn, exc)
-            return
-        except (ConnectionError, OSError):
-            return  # the agent is gone: the process watcher records what happened
-        finally:
-            self._turn_over(turn, "interrupted")  # when nothing ended it (cancelled, agent gone)
-        if not turn.ended:
-            self._turn_done(turn, result)
-
-    def _turn_over(self, turn: Turn, stop_reason: str) -> None:
-        """Once per turn: its end counted, its span ended."""
-        if turn.counted:
-            return
-        turn.counted = True
-        if self.metrics is not None and turn.started:
-            self.metrics.turn_ended(self.spec.id, stop_reason, turn.started)
-        if turn.span is not None:
-            turn.span.set_attribute("acp.stop_reason", stop_reason)
-            turn.span.end()
-
-    def _prompt_answered(self, turn: Turn, message: dict[str, Any]) -> None:
-        """The agent answered the turn's prompt: what ends the turn is recorded now, in wire order
-        right after the updates read with it (so it is committed and streamed with them), not when
-        the turn's task wakes up. The same values as the ACP SDK gives that task."""
-        if "result" in message:
-            self._turn_done(turn, message["result"])
-            return
-        error = message.get("error") or {}
-        if isinstance(error, dict):
-            self._turn_failed(
-                turn, RequestError(error.get("code", -32603), error.get("message", "Error"), error.get("data"))
-            )
-        # Anything else is left to the SDK and recorded when the turn's task wakes up.
-
-    def _turn_done(self, turn: Turn, result: Any) -> None:
-        turn.ended = True
-        stop = result.get("stopReason") if isinstance(result, dict) else None
-        self._turn_over(turn, stop if isinstance(stop, str) else "unknown")
-        self.record(self.translator.turn_result(turn.turn_id, result, turn.response, self.native_session_id))
-        used = self.translator.state.last_turn
-        if self.metrics is not None and used is not None:
-            self.metrics.turn_usage(self.spec.id, used.tokens, used.cost)
-
-    def _turn_failed(self, turn: Turn, exc: RequestError) -> None:
-        turn.ended = True
-        self._turn_over(turn, "error")
-        self.record_one(ERROR, rpc_error_data(exc.code, str(exc), exc.data), synthetic=True, raw=turn.response)
-        self.record(self.translator.turn_ended(turn.turn_id, {"stopReason": "error"}, raw=None))
-
-    # ---- AgentObserver: the connection hands over every message, in wire order ----------------
+    # ---- AgentObserver: the connection hands over every message, in wire order (``incoming``) ----
     def on_incoming(self, message: dict[str, Any]) -> Awaitable[None] | None:
-        method = message.get("method")
-        if method == "session/update":
-            if self.replaying:
-                self.replayed += 1
-                return None
-            self.services.observe_update(self, message)
-            params = message.get("params")
-            wanted = self.translator.files_wanted(params)
-            if wanted:  # read first (off the loop); the agent's next message waits for it
-                return self._update_with_files(message, wanted)
-            self.record(self.translator.session_update(params, message))
-        elif isinstance(method, str) and "id" in message:
-            self.services.observe_request(self, method, message)
-        elif isinstance(method, str) and method in self.spec.profile.update_notifications:
-            # A vendor notification that is an ACP session update (qwen's mode changes).
-            params = message.get("params")
-            update = {**(params if isinstance(params, dict) else {})}
-            update["sessionUpdate"] = self.spec.profile.update_notifications[method]
-            self.record(self.translator.session_update({"update": update}, message))
-        elif isinstance(method, str):
-            if not self.services.notify(self, method, message) and not method.startswith("_"):
-                # Unknown extension notifications (`_...`) are ignored (ACP).
-                self.record(self.translator.unparsed(f"unknown notification: {method}", "agent.stdout", message))
-        elif "id" in message and ("result" in message or "error" in message):
-            turn = self.turns.response_read(message)
-            if turn is not None and not turn.ended:
-                self._prompt_answered(turn, message)
-        else:
-            self.record(self.translator.unparsed("not a JSON-RPC message", "agent.stdout", message))
-        return None
-
-    async def _update_with_files(self, message: dict[str, Any], paths: list[str]) -> None:
-        """A tool call update whose diffs need the files they name: read, then translated."""
-        params = message.get("params")
-        self.translator.supply_files(params, await diff_files.files_for(paths, fence_for(self.settings)))
-        self.record(self.translator.session_update(params, message))
+        return incoming.on_incoming(self, message)
 
     def on_unparsed_line(self, line: bytes, error: str) -> None:
-        text = line.decode("utf-8", "replace")
-        self.record(self.translator.unparsed(error, "agent.stdout", text))
+        incoming.on_unparsed_line(self, line, error)
 
     def on_outgoing(self, message: dict[str, Any]) -> None:
-        method = message.get("method")
-        if method == "session/prompt":
-            self.replaying = False
-            self.turns.prompt_sent(message.get("id"))
-        elif method == "session/cancel":
-            # ACP: after session/cancel the client answers every pending request as cancelled.
-            self.cancel_pending()
+        incoming.on_outgoing(self, message)
 
     async def handle_request(self, method: str, params: Any, request_id: Any) -> Any:
         return await self.services.handle(self, method, params, request_id)
@@ -535,13 +262,7 @@ class Session:
 
     def cancel_one(self, key: Any) -> bool:
         """Answer one waiting request with its cancel result; False if nothing waits under ``key``."""
-        request = self.pending.pop(key, None)
-        if request is None:
-            return False
-        if not request.future.done():
-            request.future.set_result(request.cancel_result)
-        request.book.on_cancelled(self, request)
-        return True
+        return request_book.cancel(self, self.pending, key)
 
     # ---- ending ----------------------------------------------------------------------------
     # Every end goes the same way: (1) phase ending, no more turns; (2) the running turn is
@@ -565,15 +286,10 @@ class Session:
         await asyncio.shield(self._ending)
 
     async def _terminating(self) -> None:
-        if self.turns.running and self.agent.connection is not None:  # (2)
-            with contextlib.suppress(Exception):
-                await self.agent.notify("session/cancel", {"sessionId": self.native_session_id})
-            self.cancel_pending()
-            await self.turns.wait_idle(self.settings.cancel_grace)
+        await prompting.cancel_running(self)  # (2)
         await self.agent.close_session(self.native_session_id)  # ACP session/close, when offered
         self.cancel_pending()  # (3)
-        self.record(self.translator.flush())  # (4)
-        self.record_one(SESSION_ENDED, {"reason": "terminated", "terminated_by": "daemon"}, synthetic=True)
+        ended.record_terminated(self)  # (4)
         await self._release()  # (5), (6)
 
     def _agent_exited(self, exit_info: ExitInfo) -> None:
@@ -582,13 +298,7 @@ class Session:
         self._set_phase(Phase.ENDING, "error")  # (1)
         self.turns.close()
         self.cancel_pending()  # (3)
-        message = exit_info.description
-        self.record(self.translator.flush())  # (4)
-        self.record_one(ERROR, {"message": message, "code": "process_exit", "details": None}, synthetic=True)
-        ended: dict[str, Any] = {"reason": "error", "terminated_by": "agent", "message": message}
-        ended["exit_code"] = exit_info.code if exit_info.code is not None else -(exit_info.signal or 0)
-        ended["stderr"] = self.process.stderr.output() if self.process is not None else None
-        self.record_one(SESSION_ENDED, ended, synthetic=True)
+        ended.record_exit(self, exit_info, self.agent.process)  # (4)
         self._ending = asyncio.create_task(self._release())  # (5), (6)
 
     async def shutdown(self) -> None:
@@ -610,35 +320,15 @@ class Session:
         self.log.finish()  # its events are read from the store from now on
         with contextlib.suppress(Exception):
             await self.terminals.close_all()  # commands the agent started
-        if self.shutting_down:
-            reason = "shutdown"
-        elif self.exit_info is not None:
-            reason = "exited"  # by itself
-        else:
-            reason = "terminated"
-        await self.agent.stop(reason)  # connection, process group, transcript
+        await self.agent.stop(ended.stop_reason(self))  # connection, process group, transcript
         await self.turns.cancel()  # a turn still waiting for the agent's answer
         self._set_phase(Phase.ENDED)
         if not self.shutting_down:
             self._shed()
 
     def _shed(self) -> None:
-        """Ended for good: what listing the session and answering for it need stays (its
-        SessionInfo state, config, log, how it ended); the parts that ran it go, replaced by ones
-        every ended session shares (a translator fed nothing more, a closed turn queue). A few KB
-        per session, which thousands of ended sessions would keep."""
-        state = self.state
-        for name in ("available_commands", "config_options", "plans", "raw", "extra", "info_meta"):
-            if getattr(state, name):  # the agent's lists and messages, not shown once ended
-                setattr(state, name, type(getattr(state, name))())
-        state.usage = None
-        shared = _ended_parts()
-        self.translator, self.turns, self.terminals = shared.translator, shared.turns, shared.terminals
-        # Books with requests the end cancelled stay: a late reply to one gets the ended error.
-        if not self.permissions.open and not self.permissions.orphaned:
-            self.permissions = shared.permissions
-        if not self.questions.open and not self.questions.orphaned:
-            self.questions = shared.questions
+        """Ended for good: the parts that ran it go (``ended.shed``), and what is left of its end."""
+        ended.shed(self)
         self._early = []
         self._ending = None
 
@@ -646,51 +336,7 @@ class Session:
     def save(self) -> None:
         """Save what a restarted server needs to list the session again (the events are in the log)."""
         if self.persisted:
-            self.log.save_record(self.saved_record())
-
-    def saved_record(self) -> dict[str, Any]:
-        exit_info = self.exit_info
-        return {
-            "info": self.info(),
-            "config": dataclasses.asdict(self.config),
-            "cwd": self.cwd,
-            "fs_root": self.fs_root,
-            "endReason": self.end_reason,
-            "exit": None if exit_info is None else {"code": exit_info.code, "signal": exit_info.signal},
-            **record_fields(self),
-        }
+            self.log.save_record(listing.saved_record(self))
 
     def info(self) -> dict[str, Any]:
-        if self.remote_info is not None:
-            remote = {**self.remote_info, "eventCount": self.log.count, "ended": self.ended}
-            remote["updatedAt"] = max(int(remote.get("updatedAt") or 0), self.log.updated_ns // 1_000_000)
-            remote["_meta"] = {**(remote.get("_meta") or {}), BRIDGE_META: {"url": self.runner}}
-            return remote
-        state = self.state
-        info: dict[str, Any] = {
-            "sessionId": self.id,
-            "agent": self.config.agent,
-            "agentMode": state.agent_mode or self.config.agent_mode,
-            "permissionMode": self.config.permission_mode,
-            "model": state.model or self.config.model,
-            "variant": self.config.variant,
-            "nativeSessionId": self.native_session_id,
-            "ended": self.ended,
-            "eventCount": self.log.count,
-            "createdAt": self.created_at_ms,
-            "updatedAt": max(self.created_at_ms, self.log.updated_ns // 1_000_000, state.updated_at_ms or 0),
-            "directory": self.config.directory,
-            "title": state.title if state.title_set else self.config.title,
-        }
-        if self.config.mcp is not None:
-            info["mcp"] = self.config.mcp
-        if self.config.skills is not None:
-            info["skills"] = self.config.skills
-        used = state.totals.info()
-        if used is not None:  # tokens and cost over the session's turns
-            info["_meta"] = {USAGE_META: used}
-        if self.recovery is not None:  # went through a bridge restart while live
-            info["_meta"] = {**info.get("_meta", {}), RESUME_META: self.recovery.info()}
-        if self.runner is not None:
-            info["_meta"] = {**info.get("_meta", {}), BRIDGE_META: {"url": self.runner}}
-        return info
+        return listing.info(self)

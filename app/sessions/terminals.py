@@ -16,15 +16,14 @@ import signal
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from app.acp.requests import CreateTerminalRequest
 from app.acp.sdk import RequestError
 from app.fs.paths import os_message
 from app.process_group import DEVNULL, PIPE, STDOUT, ProcessGroup, Recorder
 
-if TYPE_CHECKING:
-    from .session import Session
+from .host import SessionHost
 
 # Output kept when the agent sets no outputByteLimit (bounds memory for chatty commands).
 DEFAULT_OUTPUT_LIMIT = 1024 * 1024
@@ -212,8 +211,15 @@ class SessionTerminals:
         return released.output if released is not None else None
 
 
+class TerminalHost(SessionHost, Protocol):
+    """A session with terminals."""
+
+    @property
+    def terminals(self) -> SessionTerminals: ...
+
+
 # ---- services ----------------------------------------------------------------------------------
-async def create(session: Session, params: Any, request_id: Any) -> dict[str, Any]:
+async def create(session: TerminalHost, params: Any, request_id: Any) -> dict[str, Any]:
     request = CreateTerminalRequest.model_validate(params)
     terminals = session.terminals
     if terminals.closed or session.ended:
@@ -245,25 +251,25 @@ async def create(session: Session, params: Any, request_id: Any) -> dict[str, An
     return {"terminalId": terminal_id}
 
 
-async def output(session: Session, params: Any, request_id: Any) -> dict[str, Any]:
+async def output(session: TerminalHost, params: Any, request_id: Any) -> dict[str, Any]:
     return session.terminals.get(_terminal_id(params)).snapshot()
 
 
-async def wait_for_exit(session: Session, params: Any, request_id: Any) -> dict[str, Any]:
+async def wait_for_exit(session: TerminalHost, params: Any, request_id: Any) -> dict[str, Any]:
     terminal = session.terminals.get(_terminal_id(params))
     await terminal.exited.wait()
     assert terminal.exit_status is not None
     return dict(terminal.exit_status)
 
 
-async def kill(session: Session, params: Any, request_id: Any) -> dict[str, Any]:
+async def kill(session: TerminalHost, params: Any, request_id: Any) -> dict[str, Any]:
     terminal = session.terminals.get(_terminal_id(params))
     terminal.kill()
     await terminal.wait(KILL_WAIT)
     return {}
 
 
-async def release(session: Session, params: Any, request_id: Any) -> dict[str, Any]:
+async def release(session: TerminalHost, params: Any, request_id: Any) -> dict[str, Any]:
     terminals = session.terminals
     await terminals.release(terminals.get(_terminal_id(params)))
     return {}

@@ -285,21 +285,20 @@ def test_a_database_that_goes_away_loses_nothing_across_bridges(fleet: Fleet, po
     create_session(ca, "outage")
     send(ca, "outage", "before")
     follow(cb, "outage", until_type("turn.ended"))
-    reader = Reader(cb, "outage", until_type("turn.ended", 2))
+
+    def after_the_outage(seen: list[dict[str, Any]]) -> bool:
+        # The writer says so once it fails a commit, which may come after the turn's end.
+        return len([e for e in seen if e["type"] == "turn.ended"]) >= 2 and any(
+            e["type"] == "error" and e["data"].get("code") == "storage_unavailable" for e in seen
+        )
+
+    reader = Reader(cb, "outage", after_the_outage)
     reader.start()
     assert reader.connected.wait(10) and reader.error is None
     postgres.stop("immediate")
     try:
         send(ca, "outage", "during")  # the bridge takes it and shows its events from memory
-        # The writer says so once it fails a commit, which may come after the turn's end.
-        follow(
-            ca,
-            "outage",
-            lambda seen: (
-                len([e for e in seen if e["type"] == "turn.ended"]) >= 2
-                and any(e["type"] == "error" and e["data"].get("code") == "storage_unavailable" for e in seen)
-            ),
-        )
+        follow(ca, "outage", after_the_outage)
         assert "cannot write events to the database" in a.log()
     finally:
         postgres.start()

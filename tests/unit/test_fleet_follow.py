@@ -14,6 +14,7 @@ import pytest
 from app.events.model import ITEM_DELTA, EventDraft
 from app.main import Services
 from app.sessions.fleet import Fleet
+from app.sessions.remote import RemoteSession
 from app.settings import Settings
 
 pytestmark = pytest.mark.postgres
@@ -36,7 +37,7 @@ async def follow_burst(a: Services, b: Services, count: int) -> list[int]:
     session = await a.manager.create("s1", {"agent": "mock"})
     await session.log.settled()
     followed = await b.manager.lookup("s1")
-    assert followed.runner == "http://a.invalid" and followed.remote_info is not None
+    assert isinstance(followed, RemoteSession) and followed.runner == "http://a.invalid"
     start = followed.log.last_sequence
     assert start == session.log.last_sequence
     sub = followed.log.subscribe(start)

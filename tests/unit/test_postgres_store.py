@@ -195,6 +195,46 @@ async def test_a_database_that_goes_away_is_loud_and_nothing_is_lost_or_reordere
         store.close()
 
 
+async def test_an_sse_reader_whose_first_read_finds_the_database_gone_waits_for_it(
+    postgres: PostgresServer, database_url: str
+) -> None:
+    """A reader on another bridge (its own store, its log's events only in the database) connects
+    while the database is up, then the database goes away before its first read: the stream stays
+    open with keep-alives, and once the database is back it gets every event, in order, once."""
+    from app.api.sse import KEEPALIVE, EventStream
+    from tests.unit.test_sse_stream import Client
+
+    runner, follower = pg_store(database_url), pg_store(database_url)
+    runner.open()
+    follower.open()
+    follower.backend._pool.timeout = 1.0  # (a reader's wait for a connection, 10 s: the test is about what follows)
+    try:
+        fill(SessionEventLog("s1", runner), 20)
+        assert await asyncio.to_thread(runner.sync, 30)
+        followed = SessionEventLog("s1", follower)
+        followed.follow(20)  # as the fleet tells it of the runner's commits: nothing in memory
+        await asyncio.to_thread(postgres.stop, "immediate")
+        client = Client()
+        stream = EventStream(followed, 0, False, stop_at_terminal=False, keepalive=0.2, send_timeout=5.0)
+        task = asyncio.create_task(stream(client.scope, client.receive, client.send))
+        # Its read fails (at once, or at the pool's timeout): it waits, and says it is there.
+        await wait_for(lambda: task.done() or KEEPALIVE in client.bodies(), 30)
+        assert not task.done() and b"data:" not in b"".join(client.bodies())
+        await asyncio.to_thread(postgres.start)
+        await client.until(lambda: b"id: 20\n" in b"".join(client.bodies()), 30)
+        frames = b"".join(client.bodies()).decode()
+        assert [int(line[4:]) for line in frames.splitlines() if line.startswith("id: ")] == list(range(1, 21))
+        client.left.set()
+        async with asyncio.timeout(10):
+            await task
+        assert client.sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
+    finally:
+        if not postgres_running(postgres):
+            postgres.start()
+        runner.close()
+        follower.close()
+
+
 def postgres_running(server: PostgresServer) -> bool:
     try:
         psycopg.connect(server.url, connect_timeout=2).close()

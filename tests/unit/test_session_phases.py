@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.sessions.session import TRANSITIONS, Phase
+from app.sessions.phases import TRANSITIONS, Phase
 
 
 def test_every_phase_has_its_steps() -> None:
