@@ -105,7 +105,8 @@ def test_an_install_cut_by_kill_9_is_ended_and_removed_at_the_next_start(
         assert wait_until(lambda: bool(_running(str(folder))), 30), bridge.log()  # npm waits for the registry
         kill_9(bridge)
         caller.join(10)
-        assert _running(str(folder)), "npm ended with its server: nothing to clean"
+        # npm may outlive its server (waiting on the registry) or end at its next write to the
+        # closed pipe; either way the next start ends what runs and removes the folder.
         assert folder.exists()
 
         again = start_bridge(tmp_path, data_dir=data, env=env)
