@@ -307,7 +307,7 @@ def turns_raw_sse(
             method, path, body = kind.send(sid, PROMPT)
             t0 = time.perf_counter()
             control.sock.sendall(
-                f"{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+                f"{method} {path} HTTP/1.1\r\nHost: {control.host}\r\nContent-Type: application/json\r\n"
                 f"Accept: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
                 + body
             )
