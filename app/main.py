@@ -315,6 +315,7 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
     app.add_middleware(
         BridgeMiddleware,
         on_error=problems.problem_response,
+        direct=routing.DirectRoutes(app),
         **middleware_options(services),
     )
     return app
@@ -340,9 +341,22 @@ def create_front(services: Services, on_failure: Callable[[str], None]) -> start
     from app.api.middleware import BridgeMiddleware
 
     def build() -> ASGIApp:
+        from app.api import fastapi_options, problems, routing
+
         app = create_api(services)
+        served: ASGIApp = app
+        if fastapi_options.native_telemetry_off():
+            # The middleware in front of the whole application, serving its direct routes itself:
+            # a request to one of them passes none of the layers of FastAPI and Starlette (the
+            # application's own middleware then lets the others pass, checked once).
+            served = BridgeMiddleware(
+                app,
+                on_error=problems.problem_response,
+                direct=routing.DirectRoutes(app),
+                **middleware_options(services),
+            )
         settle_memory()
-        return app
+        return served
 
     def early(inner: ASGIApp) -> ASGIApp:
         return BridgeMiddleware(

@@ -28,7 +28,7 @@ from .envelope import pack, stored_time_ns, unpack
 from .schema import Migration, migrate
 from .store import LogStats, StoreError
 from .stored import StoredEvent
-from .writer import BatchWriter, Stored
+from .writer import BatchWriter, Stored, events_size
 
 log = logging.getLogger("acp_rest_bridge.events")
 
@@ -247,7 +247,7 @@ class SqliteBackend:
     # ---- the writer thread -----------------------------------------------------------------------
     def write(self, events: list[StoredEvent]) -> dict[str, int]:
         if len(events) <= self.SMALL_ROWS and self._small is not None:
-            if sum(e.size for e in events) <= self.SMALL_BYTES:
+            if events_size(events) <= self.SMALL_BYTES:
                 return self.insert(events, self._small)  # one prepared statement, its own transaction
         if len(events) <= self.ROWS_PER_INSERT:
             return self.insert(events)  # one statement: a transaction of its own

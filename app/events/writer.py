@@ -271,7 +271,10 @@ class BatchWriter(Generic[B]):
         if event.session_id not in self._known:
             self._known.add(event.session_id)
             self._enqueue((_SESSION, event.session_id, None))  # before its first event
-        self._enqueue(event)
+        if self._flush_scheduled:
+            self._pending.append(event)  # (the common case of _enqueue, inline: once per event)
+        else:
+            self._enqueue(event)
         self._queued_bytes += event.size
         self.appended_events += 1
         return True
@@ -381,20 +384,19 @@ class BatchWriter(Generic[B]):
             and not self.COALESCE
             and self._unavailable is None
             and not self._closed
-            and all(type(entry) is StoredEvent for entry in batch)
-            and sum(entry.size for entry in batch) <= self.INLINE_BYTES
+            and 0 <= (size := events_size(batch)) <= self.INLINE_BYTES
             and self._busy.acquire(blocking=False)
         ):
             try:
                 # Nothing handed to the writer thread may be committed after this batch.
-                if self._finished == self._handed and self._commit_inline(batch):
+                if self._finished == self._handed and self._commit_inline(batch, size):
                     return
             finally:
                 self._busy.release()
         self._handed += 1
         self._queue.put(batch)
 
-    def _commit_inline(self, batch: list[StoredEvent]) -> bool:
+    def _commit_inline(self, batch: list[StoredEvent], size: int) -> bool:
         """Commit on the event loop (``_busy`` held); False leaves the batch to the writer thread,
         which retries it and says what failed."""
         try:
@@ -403,7 +405,6 @@ class BatchWriter(Generic[B]):
             return False
         self.inline_commits += 1
         self._flushed.update(marks)
-        size = sum(entry.size for entry in batch)
         self._written_bytes += size
         self._uncheckpointed += 1
         self._unchecked_bytes += size
@@ -655,7 +656,7 @@ class BatchWriter(Generic[B]):
 
     def _commit(self, batch: list[Any]) -> bool:
         backend = self.backend
-        if all(type(entry) is StoredEvent for entry in batch):
+        if events_size(batch) >= 0:
             # The common case: events only, in a transaction of their own.
             self._committed(batch, backend.write(batch), [])
             return False
@@ -695,12 +696,17 @@ class BatchWriter(Generic[B]):
         if not self._carry:
             self._finished = self._taken  # all the writer thread took is committed (before the notices)
         self._flushed.update(marks)
-        self._written_bytes += sum(entry.size for entry in batch if type(entry) is StoredEvent)
+        events = 0
+        first = None
+        for entry in batch:  # (a loop, not generators: once per entry of every batch)
+            if type(entry) is StoredEvent:
+                self._written_bytes += entry.size
+                events += 1
+                if first is None:
+                    first = entry
         observer = self.commit_observer
-        if observer is not None:
-            events = [entry for entry in batch if type(entry) is StoredEvent]
-            if events:
-                observer(len(events), events[0].time_ns)
+        if observer is not None and first is not None:
+            observer(events, first.time_ns)
         if marks:
             self._notify(marks)
         for barrier in barriers:
@@ -849,6 +855,17 @@ class _FailureLog:
             exc,
             exc_info=exc,
         )
+
+
+def events_size(batch: list[Any]) -> int:
+    """The bytes of a batch of events; -1 when it holds another kind of entry. (A loop, not a
+    generator: this is on every commit's path.)"""
+    size = 0
+    for entry in batch:
+        if type(entry) is not StoredEvent:
+            return -1
+        size += entry.size
+    return size
 
 
 def _record_id(record: dict[str, Any]) -> Any:

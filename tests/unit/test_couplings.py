@@ -436,6 +436,52 @@ async def test_starlette_routing_and_middleware_as_the_bridge_extends_them() -> 
     assert "/items/{item_id}" in app.openapi()["paths"]  # made from app.routes on first use
 
 
+async def test_routes_and_exception_handlers_as_the_direct_routes_read_them() -> None:
+    """api/routing.DirectRoutes serves a direct route from the middleware: it reads the routes'
+    ``path_regex``, ``path`` and ``methods`` from ``app.router.routes``, takes the child scope of
+    ``Route.matches`` (``path_params``, ``route``), and answers an error through
+    ``app.exception_handlers`` (keyed by exception class; ``Exception`` there too)."""
+    from starlette.routing import Match, Route
+
+    from app.api import routing
+
+    app = FastAPI()
+    routing.include(app, [_items])
+
+    async def failing(request: Request) -> Response:
+        raise KeyError("x")
+
+    async def handle_key_error(request: Request, exc: Exception) -> Response:
+        return JSONResponse({"handled": type(exc).__name__}, status_code=418)
+
+    app.add_exception_handler(KeyError, handle_key_error)
+    assert app.exception_handlers[KeyError] is handle_key_error
+    route = next(r for r in app.router.routes if isinstance(r, routing.BridgeRoute))
+    assert isinstance(route, Route) and route.path == "/items/{item_id}" and route.methods == {"GET"}
+    scope: dict[str, Any] = {"type": "http", "method": "GET", "path": "/items/a%2Fb", "root_path": ""}
+    match, child = route.matches(scope)
+    assert match is Match.FULL and child["path_params"] == {"item_id": "a%2Fb"} and child["route"] is route
+    direct = routing.DirectRoutes(app)
+    assert direct.find(scope) is route
+    assert direct.find({**scope, "method": "POST"}) is None  # the application says 405
+    assert direct.find({**scope, "path": "/items"}) is None
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await direct.serve(route, dict(scope), receive, send)
+    assert sent[0]["status"] == 200 and json.loads(sent[1]["body"]) == {"id": "a%2Fb", "app": "FastAPI"}
+    route.endpoint = failing  # (its direct call takes only the request)
+    route._direct = ("request", ())
+    sent.clear()
+    await direct.serve(route, dict(scope), receive, send)
+    assert sent[0]["status"] == 418 and json.loads(sent[1]["body"]) == {"handled": "KeyError"}
+
+
 async def test_starlette_responses_and_static_files_as_the_bridge_subclasses_them(tmp_path: Path) -> None:
     from fastapi.openapi.docs import get_swagger_ui_html
     from fastapi.openapi.utils import get_openapi
