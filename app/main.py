@@ -32,7 +32,6 @@ from app.sessions.client_services import ClientServices
 from app.sessions.manager import SessionManager
 from app.settings import Settings
 from app.tracing import Tracing, TracingUnavailable
-from app.webhooks.outbox import WebhookConfigError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -177,7 +176,7 @@ class Services:
                 webhooks.start([s.id for s in manager.list()], [s.id for s in manager.local()])
             if settings.retention_days > 0:
                 pruning = asyncio.create_task(retention.run(manager, settings.retention_days), name="retention")
-            self.registry.refresh_catalog()  # in the background: a registry out of reach delays nothing
+            # (The ACP registry's catalog is fetched when first needed: GET /v1/agents, a create.)
             yield
         finally:
             if pruning is not None:
@@ -446,6 +445,17 @@ def cli(argv: Sequence[str] | None = None) -> None:
         settings.write_timeout,
         max(1, settings.pipeline_limit),
     )
+    config_errors: tuple[type[BaseException], ...] = (
+        AgentsFileError,
+        StoreError,
+        startup.StartError,
+        OSError,
+        TracingUnavailable,
+    )
+    if settings.webhook_url:  # (nothing of webhooks is loaded without one)
+        from app.webhooks.outbox import WebhookConfigError
+
+        config_errors += (WebhookConfigError,)
     try:
         services = Services(settings)
         datadir.prepare(settings)
@@ -453,7 +463,7 @@ def cli(argv: Sequence[str] | None = None) -> None:
         if services.fleet is not None:
             services.fleet.join()  # ... and so is a conflict with another bridge of the fleet
         sock = startup.listen(settings.host, settings.port)
-    except (AgentsFileError, StoreError, startup.StartError, OSError, WebhookConfigError, TracingUnavailable) as exc:
+    except config_errors as exc:
         datadir.remove(settings)
         sys.exit(f"acp-rest-bridge: {exc}")
     print(logs.line(startup.startup_line(settings, services.registry, sock), settings.log_format), file=sys.stderr)
