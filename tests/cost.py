@@ -9,6 +9,8 @@ the server handles it, on its event loop thread, this counts:
 - ``calls``: Python function calls (``sys.setprofile``'s ``call`` events; a coroutine's every
   resumption is one) on every thread of the server (the event loop's, the store's writer and
   readers: the profile is set before they start);
+- ``bridge_calls``: those of them of the bridge's own code (``app/``): what no library or Python
+  release changes;
 - ``c_calls``: calls of functions written in C (``c_call``), likewise;
 - ``syscalls``: read- and write-like system calls of the event loop thread (``syscr`` + ``syscw``
   of its ``/proc/self/task/<tid>/io``: socket and pipe reads and writes, the database's ``pwrite``);
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import http.client
 import json
 import socket
 import sqlite3
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 PROBES = Path(__file__).resolve().parent / "probes"
+APP = str(Path(__file__).resolve().parent.parent / "app") + "/"
 OK_PROMPT = "Reply with exactly the single word OK."
 BURST = 100
 REPEAT = 3
@@ -47,6 +49,7 @@ REPEAT = 3
 @dataclass(frozen=True)
 class Cost:
     calls: int
+    bridge_calls: int
     c_calls: int
     syscalls: int
     statements: int
@@ -116,7 +119,7 @@ class CountedServer:
         self.tmp = tmp
         self.statements = 0
         self._counting = False
-        self._calls = [0, 0]
+        self._calls = [0, 0, 0]
         self._threads: dict[int, list[int]] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self.thread: threading.Thread | None = None
@@ -140,7 +143,7 @@ class CountedServer:
         connect = sqlite3.connect
 
         def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-            conn = connect(*args, **kwargs)
+            conn: sqlite3.Connection = connect(*args, **kwargs)
             if str(args[0] if args else kwargs.get("database", "")).endswith("events.sqlite3"):
                 conn.set_trace_callback(self._trace)
             return conn
@@ -153,11 +156,11 @@ class CountedServer:
         try:
             services = self.services = Services(settings)
             # The writer's housekeeping comes when the writes pause: not within a count.
-            services.store.CHECKPOINT_IDLE = 3600.0
+            services.store.CHECKPOINT_IDLE = 3600.0  # type: ignore[attr-defined]
             datadir.prepare(settings)
             services.store.open()
         finally:
-            sqlite3.connect = connect  # type: ignore[assignment]
+            sqlite3.connect = connect
         failures: list[str] = []
         sock = startup.listen("127.0.0.1", 0)
         port = sock.getsockname()[1]
@@ -190,7 +193,7 @@ class CountedServer:
             server.should_exit = True
             self.thread.join(30)
             loop.close()
-            threading.setprofile(None)  # type: ignore[arg-type]
+            threading.setprofile(None)
             datadir.remove(settings)
 
     def _connect(self, port: int) -> Client:
@@ -211,11 +214,13 @@ class CountedServer:
             return
         counts = self._threads.get(threading.get_ident())
         if counts is None:
-            counts = self._threads[threading.get_ident()] = [0, 0]  # (one list per thread: no lost count)
+            counts = self._threads[threading.get_ident()] = [0, 0, 0]  # (one list per thread: no lost count)
         if event == "call":
             counts[0] += 1
+            if frame.f_code.co_filename.startswith(APP):
+                counts[1] += 1
         elif event == "c_call":
-            counts[1] += 1
+            counts[2] += 1
 
     async def _begin(self) -> int:
         gc.disable()  # a collection's finalizers are no part of a request
@@ -233,7 +238,7 @@ class CountedServer:
         self._counting = False
         sys.setprofile(None)
         gc.enable()
-        self._calls = [sum(c[0] for c in self._threads.values()), sum(c[1] for c in self._threads.values())]
+        self._calls = [sum(c[i] for c in self._threads.values()) for i in range(3)]
         return _io(threading.get_native_id())
 
     def _run(self, coro: Any) -> int:
@@ -250,7 +255,8 @@ class CountedServer:
                 action()
             finally:
                 after = self._run(self._end())
-            runs.append(Cost(self._calls[0], self._calls[1], after - before, self.statements))
+            calls, bridge_calls, c_calls = self._calls
+            runs.append(Cost(calls, bridge_calls, c_calls, after - before, self.statements))
         return Cost(*(min(getattr(run, f.name) for run in runs) for f in fields(Cost)))
 
     def measure(self, action: Callable[[], None]) -> Cost:

@@ -7,16 +7,19 @@ it whole, and what it costs the bridge does not depend on how the pipe happened 
 - any other prompt: one chunk ``OK``, then ``end_turn``.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import sys
+from typing import Any
 
 
-def line(obj):
+def line(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":")) + "\n"
 
 
-def chunk(session_id, message_id, text):
+def chunk(session_id: str, message_id: str, text: str) -> str:
     update = {
         "sessionUpdate": "agent_message_chunk",
         "messageId": message_id,
@@ -25,13 +28,13 @@ def chunk(session_id, message_id, text):
     return line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session_id, "update": update}})
 
 
-def send(text):
+def send(text: str) -> None:
     data = text.encode()
     while data:
         data = data[os.write(1, data) :]
 
 
-def main():
+def main() -> None:
     turns = 0
     for raw in sys.stdin:
         if not raw.strip():

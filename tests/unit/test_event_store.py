@@ -348,7 +348,7 @@ async def test_a_small_batch_is_committed_on_the_event_loop_while_the_writer_thr
             marks: dict[str, int] = write(events)
             return marks
 
-        backend.write = recording  # type: ignore[method-assign]
+        backend.write = recording
         for turn in range(3):
             fill(log, 3, 1 + turn * 3)
             assert log.visible_sequence == 1 + turn * 3  # not before the commit
@@ -380,7 +380,7 @@ async def test_a_batch_waits_behind_what_the_writer_thread_has_not_committed(tmp
             marks: dict[str, int] = write(events)
             return marks
 
-        backend.write = slow  # type: ignore[method-assign]
+        backend.write = slow
         fill(log, 40, 1)  # more than a loop commits itself: the writer thread's
         await asyncio.sleep(0)
         assert await asyncio.to_thread(entered.wait, 10)
