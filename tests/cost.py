@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
 import socket
 import sqlite3
 import sys
@@ -133,6 +134,25 @@ class CountedServer:
 
     @contextmanager
     def running(self) -> Iterator[Client]:
+        # The same environment wherever it runs: resolving agents looks along PATH and in HOME (how
+        # many directories, which adapters and logins are there), and the counts would follow them.
+        saved = dict(os.environ)
+        home = self.tmp / "home"
+        home.mkdir(exist_ok=True)
+        os.environ.clear()
+        os.environ.update(
+            {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
+        )
+        os.environ["XDG_CACHE_HOME"] = str(home / ".cache")
+        try:
+            with self._running() as client:
+                yield client
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+    @contextmanager
+    def _running(self) -> Iterator[Client]:
         import uvicorn
         import uvloop
 

@@ -27,7 +27,7 @@ BUDGETS = {
     "burst": Cost(calls=2825, bridge_calls=2543, c_calls=5995, syscalls=13, statements=2),
     "health": Cost(calls=67, bridge_calls=30, c_calls=99, syscalls=3, statements=0),
     "agents": Cost(calls=77, bridge_calls=36, c_calls=101, syscalls=3, statements=0),
-    "agents, resolved": Cost(calls=6067, bridge_calls=724, c_calls=4960, syscalls=5, statements=0),
+    "agents, resolved": Cost(calls=2107, bridge_calls=724, c_calls=1878, syscalls=5, statements=0),
 }
 BUDGETS_ENVIRONMENT = {
     "python": "3.11.7",
