@@ -23,11 +23,11 @@ from pathlib import Path
 from tests.cost import Cost, measure_all
 
 BUDGETS = {
-    "turn": Cost(calls=525, bridge_calls=356, c_calls=614, syscalls=10, statements=2),
-    "burst": Cost(calls=2825, bridge_calls=2543, c_calls=5995, syscalls=13, statements=2),
-    "health": Cost(calls=67, bridge_calls=30, c_calls=99, syscalls=3, statements=0),
-    "agents": Cost(calls=77, bridge_calls=36, c_calls=101, syscalls=3, statements=0),
-    "agents, resolved": Cost(calls=2107, bridge_calls=724, c_calls=1878, syscalls=5, statements=0),
+    "turn": Cost(calls=538, bridge_calls=369, c_calls=629, syscalls=9, statements=2),
+    "burst": Cost(calls=2838, bridge_calls=2556, c_calls=6010, syscalls=12, statements=2),
+    "health": Cost(calls=77, bridge_calls=40, c_calls=110, syscalls=2, statements=0),
+    "agents": Cost(calls=87, bridge_calls=46, c_calls=112, syscalls=2, statements=0),
+    "agents, resolved": Cost(calls=2117, bridge_calls=734, c_calls=1889, syscalls=4, statements=0),
 }
 BUDGETS_ENVIRONMENT = {
     "python": "3.11.7",
