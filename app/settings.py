@@ -134,8 +134,9 @@ class Settings(BaseSettings):
 
     acp_registry_url: str = Field(
         "https://cdn.agentclientprotocol.com/registry/v1/latest/registry.json",
-        description="the ACP registry's catalog (`registry.json`), fetched at start and hourly; its agents are listed "
-        "beside the legacy ids (below); empty: the snapshot shipped with the package",
+        description="the ACP registry's catalog (`registry.json`), fetched in the background when first needed (the "
+        "agents list, a create naming an agent not listed yet), then hourly; its agents are listed beside the "
+        "legacy ids (below); empty: the snapshot shipped with the package",
     )
     registry_allow_http: bool = Field(
         False,

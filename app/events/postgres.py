@@ -248,6 +248,9 @@ class PostgresBackend:
     # A session row without a record older than this is a create that never completed.
     STALE_CREATE = "10 minutes"
 
+    # Every commit waits on the network (and the server's WAL flush): never on the event loop.
+    inline_commits = False
+
     def __init__(self, url: str, *, name: str | None = None) -> None:
         self.url = url
         # Its connections' application_name (pg_stat_activity): which bridge holds them.
