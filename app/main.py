@@ -398,7 +398,7 @@ def _parser() -> argparse.ArgumentParser:
     export = sub.add_parser("openapi", help="print the OpenAPI document this server serves")
     export.add_argument("--out", type=Path, help="write to this file instead of stdout")
 
-    sub.add_parser("settings", help="print the table of server options (as in README.md)")
+    sub.add_parser("settings", help="print the table of server options (as in docs/configuration.md)")
     return parser
 
 

@@ -126,7 +126,10 @@ def _psycopg() -> Any:
     try:
         import psycopg
     except ImportError as exc:  # the optional extra
-        raise StoreError("--database-url needs the postgres extra: pip install 'acp-rest-bridge[postgres]'") from exc
+        raise StoreError(
+            "--database-url needs the postgres extra (in a clone: pip install -e '.[postgres]'; "
+            "it is psycopg[binary] and psycopg-pool)"
+        ) from exc
     return psycopg
 
 
