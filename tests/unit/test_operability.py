@@ -42,7 +42,7 @@ def test_webhook_failure_warnings_are_one_a_minute_per_url_saying_how_many_were_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     now = [1000.0]
-    monkeypatch.setattr(dispatcher.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr("app.webhooks.dispatcher.time.monotonic", lambda: now[0])
     throttle = Throttle()
     assert throttle.admit("failed http://a") == 0  # the first at once
     assert throttle.admit("failed http://b") == 0  # another URL has its own minute
