@@ -227,3 +227,20 @@ def test_transport_failures_raise_the_clients_own_classes(raised: httpx.RequestE
         with pytest.raises(errors.ProtocolError) as protocol:
             client.get_health()
     assert isinstance(protocol.value.__cause__, ValueError)
+
+
+def test_start_finds_the_server_beside_its_python_when_it_is_not_on_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A program run with a venv's python, the venv not activated, starts the server of that venv."""
+    import sysconfig
+
+    from acp_rest_bridge_client.spawn import SpawnError, find_binary
+
+    monkeypatch.delenv("ACP_REST_BRIDGE_BIN", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing there
+    scripts = Path(sysconfig.get_path("scripts"))
+    assert Path(find_binary(None)) == scripts / "acp-rest-bridge"
+    monkeypatch.setattr(sysconfig, "get_path", lambda name: str(tmp_path))
+    with pytest.raises(SpawnError, match=f"not on PATH nor in {re.escape(str(tmp_path))}: install it"):
+        find_binary(None)

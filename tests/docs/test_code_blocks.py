@@ -43,13 +43,19 @@ def test_the_block_runs_and_prints_what_it_shows(block: Block, bridge: Bridge, c
     code = block.code
     for documented in DOCUMENTED:
         code = code.replace(documented, address)
+    scripts = str(Path(sys.executable).parent)
+    path = [entry for entry in os.environ.get("PATH", "").split(os.pathsep) if entry != scripts]
+    if block.language == "sh":
+        path.insert(0, scripts)
+    # A Python block runs as the docs say to run a program: with the venv's python, the venv not
+    # activated (its bin not on PATH).
     env = {
         **os.environ,
         "HOME": str(clone),
-        "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+        "PATH": os.pathsep.join(path),
         "PYTHONPATH": os.pathsep.join([str(ROOT / "clients" / "python" / "src"), str(ROOT)]),
     }
-    argv = ["bash", "-c", code] if block.language == "sh" else [sys.executable, "-c", code]
+    argv = ["bash", "-c", code] if block.language == "sh" else [str(clone / ".venv" / "bin" / "python"), "-c", code]
     done = subprocess.run(argv, cwd=clone, env=env, capture_output=True, text=True, timeout=120)
     for expected in block.expected():
         # Searched in what was printed: curl prints no newline after a JSON answer, so the next

@@ -203,6 +203,9 @@ def test_a_delivery_that_keeps_failing_is_given_up_counted_and_logged(tmp_path: 
         assert metric(client, "acp_bridge_webhook_deliveries_total", outcome="failed") == 1
         assert metric(client, "acp_bridge_webhook_deliveries_total", outcome="delivered") == 1
         assert wait_until(lambda: "failed after 3 tries" in bridge.log(), 5), bridge.log()
+        # At warning, so a failing receiver shows at the default log level.
+        (given_up,) = [line for line in bridge.log().splitlines() if "failed after 3 tries" in line]
+        assert given_up.startswith("WARNING ") and "acp_rest_bridge.webhooks" in given_up, given_up
         with closing(sqlite3.connect(bridge.data_dir / "webhooks.sqlite3")) as db:
             rows = db.execute("SELECT sequence, failed FROM deliveries").fetchall()
         assert rows == [(1, "HTTP 503")]
@@ -427,6 +430,8 @@ def test_a_trickling_receiver_delays_only_its_own_deliveries(tmp_path: Path, rec
         assert f"http://***@127.0.0.1:{trickler.port}/slow?***" in log_text
         # Failures are said at warning, at most one line a minute per URL.
         assert log_text.count("/slow?***: try 1 of") == 1, log_text
+        (tried,) = [line for line in log_text.splitlines() if "/slow?***: try 1 of" in line]
+        assert tried.startswith("WARNING "), tried
     finally:
         bridge.stop()
         trickler.stop()

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import logging
+from types import SimpleNamespace
+
+import pytest
 
 from app.logs import JsonFormatter, current_session
 from app.metrics import Histogram
 from app.tracing import wanted
-from app.webhooks.dispatcher import retry_delay, webhook_id
+from app.webhooks import dispatcher
+from app.webhooks.dispatcher import Throttle, retry_delay, webhook_id
 
 
 def test_histogram_buckets_are_cumulative_with_inf() -> None:
@@ -33,6 +37,23 @@ def test_webhook_id_is_stable_per_event_and_header_safe() -> None:
     assert webhook_id("s1", 3) != webhook_id("s1", 4) != webhook_id("s2", 3)
     odd = webhook_id("a/b \u00e9 \ud800", 1)  # any session id, even a lone surrogate
     assert odd.isascii() and " " not in odd
+
+
+def test_webhook_failure_warnings_are_one_a_minute_per_url_saying_how_many_were_not_logged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [1000.0]
+    # The dispatcher's clock only (time.monotonic itself stays, for everything else).
+    monkeypatch.setattr(dispatcher, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    throttle = Throttle()
+    assert throttle.admit("failed http://a") == 0  # the first at once
+    assert throttle.admit("failed http://b") == 0  # another URL has its own minute
+    for _ in range(3):
+        now[0] += 10
+        assert throttle.admit("failed http://a") is None
+    now[0] = 1000.0 + dispatcher.WARN_EVERY
+    assert throttle.admit("failed http://a") == 3  # the next line says 3 were not logged
+    assert throttle.admit("failed http://a") is None
 
 
 def test_tracing_is_off_unless_the_environment_asks() -> None:

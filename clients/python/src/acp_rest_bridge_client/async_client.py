@@ -109,7 +109,8 @@ class AsyncSandboxAgent:
     ) -> AsyncSandboxAgent:
         """Runs ``acp-rest-bridge server`` on a free port (``port=0``) with a random token, waits until
         it is healthy and returns a client of it; ``close()`` stops it. ``binary``: the command, else
-        ``$ACP_REST_BRIDGE_BIN``, else ``acp-rest-bridge`` on PATH. ``log``: ``inherit``, ``silent``."""
+        ``$ACP_REST_BRIDGE_BIN``, else ``acp-rest-bridge`` on PATH, else the one beside this Python (its
+        venv's). ``log``: ``inherit``, ``silent``."""
         process = await asyncio.to_thread(
             spawn_bridge, binary=binary, host=host, port=port, token=token, args=args, env=env, log=log, timeout=timeout
         )

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 from collections.abc import Mapping
@@ -58,9 +59,14 @@ def find_binary(binary: str | os.PathLike[str] | None) -> str:
         if found:
             return found
         raise SpawnError(f"acp-rest-bridge binary not found or not executable: {candidate}")
-    found = shutil.which("acp-rest-bridge")
+    # Beside this Python too: a program run with a venv's python (not activated) finds the server
+    # installed in that venv.
+    found = shutil.which("acp-rest-bridge") or shutil.which("acp-rest-bridge", path=sysconfig.get_path("scripts"))
     if found is None:
-        raise SpawnError("acp-rest-bridge is not on PATH: install it, or pass binary= or set ACP_REST_BRIDGE_BIN")
+        raise SpawnError(
+            f"acp-rest-bridge is not on PATH nor in {sysconfig.get_path('scripts')}: install it, or pass binary= "
+            "or set ACP_REST_BRIDGE_BIN"
+        )
     return found
 
 
