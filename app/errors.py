@@ -75,10 +75,30 @@ class AgentNotInstalled(BridgeError):
         super().__init__(f"agent not installed: {agent}", agent=agent, details=details)
 
 
+# What npm (Node.js), pip and Python's ssl say when a certificate is not trusted: a TLS-intercepting
+# proxy, whose CA each of them must be given (docs/docker.md, "Proxies and CA certificates").
+UNTRUSTED_CERTIFICATE = (
+    "SELF_SIGNED_CERT_IN_CHAIN",
+    "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+    "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+    "DEPTH_ZERO_SELF_SIGNED_CERT",
+    "CERTIFICATE_VERIFY_FAILED",
+    "self-signed certificate in certificate chain",
+    "unable to get local issuer certificate",
+)
+CA_HINT = (
+    "A TLS certificate was not trusted: behind a TLS-intercepting proxy, give npm and Node.js agents its CA "
+    "with NODE_EXTRA_CA_CERTS=<file>, pip PIP_CERT=<bundle> and uv and the bridge SSL_CERT_FILE=<bundle> "
+    "(a bundle: the system's CAs and the proxy's), in the server's environment"
+)
+
+
 class InstallFailed(BridgeError):
     error_type, title, status = "install_failed", "Install Failed", 500
 
     def __init__(self, agent: str, stderr: str | None = None) -> None:
+        if stderr is not None and any(marker in stderr for marker in UNTRUSTED_CERTIFICATE):
+            stderr += "\n" + CA_HINT
         super().__init__(
             f"install failed: {agent}", agent=agent, details={"stderr": stderr} if stderr is not None else None
         )

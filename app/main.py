@@ -32,7 +32,6 @@ from app.sessions.client_services import ClientServices
 from app.sessions.manager import SessionManager
 from app.settings import Settings
 from app.tracing import Tracing, TracingUnavailable
-from app.webhooks.outbox import WebhookConfigError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -177,7 +176,7 @@ class Services:
                 webhooks.start([s.id for s in manager.list()], [s.id for s in manager.local()])
             if settings.retention_days > 0:
                 pruning = asyncio.create_task(retention.run(manager, settings.retention_days), name="retention")
-            self.registry.refresh_catalog()  # in the background: a registry out of reach delays nothing
+            # (The ACP registry's catalog is fetched when first needed: GET /v1/agents, a create.)
             yield
         finally:
             if pruning is not None:
@@ -315,6 +314,7 @@ def create_api(services: Services, lifespan: Any = None) -> FastAPI:
     app.add_middleware(
         BridgeMiddleware,
         on_error=problems.problem_response,
+        direct=routing.DirectRoutes(app),
         **middleware_options(services),
     )
     return app
@@ -340,9 +340,22 @@ def create_front(services: Services, on_failure: Callable[[str], None]) -> start
     from app.api.middleware import BridgeMiddleware
 
     def build() -> ASGIApp:
+        from app.api import fastapi_options, problems, routing
+
         app = create_api(services)
+        served: ASGIApp = app
+        if fastapi_options.native_telemetry_off():
+            # The middleware in front of the whole application, serving its direct routes itself:
+            # a request to one of them passes none of the layers of FastAPI and Starlette (the
+            # application's own middleware then lets the others pass, checked once).
+            served = BridgeMiddleware(
+                app,
+                on_error=problems.problem_response,
+                direct=routing.DirectRoutes(app),
+                **middleware_options(services),
+            )
         settle_memory()
-        return app
+        return served
 
     def early(inner: ASGIApp) -> ASGIApp:
         return BridgeMiddleware(
@@ -385,7 +398,7 @@ def _parser() -> argparse.ArgumentParser:
     export = sub.add_parser("openapi", help="print the OpenAPI document this server serves")
     export.add_argument("--out", type=Path, help="write to this file instead of stdout")
 
-    sub.add_parser("settings", help="print the table of server options (as in README.md)")
+    sub.add_parser("settings", help="print the table of server options (as in docs/configuration.md)")
     return parser
 
 
@@ -432,6 +445,17 @@ def cli(argv: Sequence[str] | None = None) -> None:
         settings.write_timeout,
         max(1, settings.pipeline_limit),
     )
+    config_errors: tuple[type[BaseException], ...] = (
+        AgentsFileError,
+        StoreError,
+        startup.StartError,
+        OSError,
+        TracingUnavailable,
+    )
+    if settings.webhook_url:  # (nothing of webhooks is loaded without one)
+        from app.webhooks.outbox import WebhookConfigError
+
+        config_errors += (WebhookConfigError,)
     try:
         services = Services(settings)
         datadir.prepare(settings)
@@ -439,7 +463,7 @@ def cli(argv: Sequence[str] | None = None) -> None:
         if services.fleet is not None:
             services.fleet.join()  # ... and so is a conflict with another bridge of the fleet
         sock = startup.listen(settings.host, settings.port)
-    except (AgentsFileError, StoreError, startup.StartError, OSError, WebhookConfigError, TracingUnavailable) as exc:
+    except config_errors as exc:
         datadir.remove(settings)
         sys.exit(f"acp-rest-bridge: {exc}")
     print(logs.line(startup.startup_line(settings, services.registry, sock), settings.log_format), file=sys.stderr)

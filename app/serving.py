@@ -30,7 +30,10 @@ memory without limit. ``GuardedHttpTools`` is uvicorn's httptools protocol (give
   however fast it comes, cannot keep a client out whose requests come quickly, and a client's new
   connection is not closed while it is sending its first request;
 - ``scope["extensions"]["acp-rest-bridge.abort"]``: closes the connection at once, unsent data
-  dropped, for a response that gives up on its reader (``api/sse.py``).
+  dropped, for a response that gives up on its reader (``api/sse.py``);
+- one write per pass of the event loop (``CoalescingTransport``): uvicorn writes an answer's head
+  and each part of its body as they come; what one pass writes goes out as one ``send`` (a JSON
+  answer's head and body, a stream's head and first events), an answer's end at once.
 
 What was refused or closed is counted and logged in one line at most every ``LOG_INTERVAL`` seconds.
 """
@@ -121,6 +124,58 @@ def limit_unsent(transport: asyncio.BaseTransport) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, option, UNSENT_LIMIT)
     except OSError:  # not TCP after all, or an older kernel
         pass
+
+
+class CoalescingTransport:
+    """A connection's transport whose writes wait for the end of the event loop's pass, then go
+    out as one (each ``send`` on a loopback or LAN socket costs the server a pass through the TCP
+    stack, and the client a wake-up). Everything else is the transport's own; ``flush`` writes
+    what waits (the protocol calls it when an answer is complete, before it looks at the buffer)."""
+
+    __slots__ = ("_loop", "_pending", "transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self.transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            return
+        if not self._pending:
+            self._loop.call_soon(self.flush)
+        self._pending.append(bytes(data))
+
+    def writelines(self, lines: Any) -> None:
+        for data in lines:
+            self.write(data)
+
+    def flush(self) -> None:
+        pending = self._pending
+        if not pending:
+            return
+        data = pending[0] if len(pending) == 1 else b"".join(pending)
+        pending.clear()
+        if not self.transport.is_closing():
+            self.transport.write(data)
+
+    def get_write_buffer_size(self) -> int:
+        return self.transport.get_write_buffer_size() + sum(len(data) for data in self._pending)
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def abort(self) -> None:
+        self._pending.clear()
+        self.transport.abort()
+
+    def drop(self) -> None:
+        """The connection is gone: nothing waits any more."""
+        self._pending.clear()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.transport, name)
 
 
 def refusal(max_connections: int, admit_wait: float) -> bytes:
@@ -416,7 +471,7 @@ class GuardedHttpTools(HttpToolsProtocol):
         if admission == "reset":
             transport.abort()  # at once, no lingering descriptor
             return
-        super().connection_made(transport)
+        super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
         if admission == "open":
             self._open()
         else:
@@ -450,9 +505,12 @@ class GuardedHttpTools(HttpToolsProtocol):
         self.waiting = False
         self.refusing = True
         self.held = b""
-        self.transport.write(self.guard.refusal)
-        if self.transport.can_write_eof():
-            self.transport.write_eof()
+        transport = self.transport
+        transport.write(self.guard.refusal)
+        if isinstance(transport, CoalescingTransport):
+            transport.flush()  # before the end of the writes, which is not deferred
+        if transport.can_write_eof():
+            transport.write_eof()
         self.flow.resume_reading()
         self.linger_deadline = self.loop.call_later(LINGER, self.transport.abort)
 
@@ -463,6 +521,9 @@ class GuardedHttpTools(HttpToolsProtocol):
         self.guard.release(self)
         self._cancel_deadlines()
         self.held = b""
+        transport = self.transport
+        if isinstance(transport, CoalescingTransport):
+            transport.drop()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -628,6 +689,9 @@ class GuardedHttpTools(HttpToolsProtocol):
 
     # ---- between requests ---------------------------------------------------------------------
     def on_response_complete(self) -> None:
+        transport = self.transport
+        if isinstance(transport, CoalescingTransport):
+            transport.flush()  # the answer's end goes out now, and the buffer below is the socket's
         if self.admitted and not self.transport.is_closing() and self.transport.get_write_buffer_size():
             # What is left of the answer goes before anything else: the transport pauses until all
             # of it has (high-water mark 0; the write deadline runs meanwhile), and the next

@@ -1,7 +1,7 @@
 """Server settings: every field reads an ``ACP_BRIDGE_<NAME>`` environment variable; flags of
 ``acp-rest-bridge server`` win over it.
 
-A field's ``description`` is its one text: README's options table, ``acp-rest-bridge settings`` and
+A field's ``description`` is its one text: the options table of docs/configuration.md, ``acp-rest-bridge settings`` and
 ``acp-rest-bridge server --help`` are made from it (``app/settings_cli.py``). What a field needs
 beyond it is an ``Option`` in its ``Annotated`` metadata: its flags (the legacy spellings), and how
 its default or its variable's value reads where the value alone does not say it. A field without
@@ -134,8 +134,9 @@ class Settings(BaseSettings):
 
     acp_registry_url: str = Field(
         "https://cdn.agentclientprotocol.com/registry/v1/latest/registry.json",
-        description="the ACP registry's catalog (`registry.json`), fetched at start and hourly; its agents are listed "
-        "beside the legacy ids (below); empty: the snapshot shipped with the package",
+        description="the ACP registry's catalog (`registry.json`), fetched in the background when first needed (the "
+        "agents list, a create naming an agent not listed yet), then hourly; its agents are listed beside the "
+        "legacy ids (below); empty: the snapshot shipped with the package",
     )
     registry_allow_http: bool = Field(
         False,
@@ -267,8 +268,8 @@ class Settings(BaseSettings):
 
     docs: bool = Field(
         False,
-        description="serve Swagger UI at `/docs`, its scripts from the `swagger-ui-bundle` package (`pip install "
-        "'acp-rest-bridge[docs]'`), nothing from elsewhere",
+        description="serve Swagger UI at `/docs`, its scripts from the `swagger-ui-bundle` package (the `docs` extra: "
+        "`pip install -e '.[docs]'` in a clone), nothing from elsewhere",
     )
 
     log_level: Annotated[str, Option("--log-level")] = Field(

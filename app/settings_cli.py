@@ -1,6 +1,6 @@
 """What is made from ``Settings``' fields (their descriptions and ``Option`` metadata), so that no
-text about a setting is kept twice: README's options table (``acp-rest-bridge settings`` prints it; a
-test keeps README equal), the flags of ``acp-rest-bridge server`` with their ``--help``, the settings
+text about a setting is kept twice: the options table of docs/configuration.md (``acp-rest-bridge settings``
+prints it; a test keeps the page equal), the flags of ``acp-rest-bridge server`` with their ``--help``, the settings
 those flags give, and the one-line error for a bad value."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def env_text(name: str, field: FieldInfo) -> str:
 
 
 def render() -> str:
-    """README's table of server options, one row per setting, in declaration order."""
+    """The table of server options (docs/configuration.md), one row per setting, in declaration order."""
     rows = ["| flag | env | default | meaning |", "|---|---|---|---|"]
     for name, field in Settings.model_fields.items():
         shown = ", ".join(f"`{flag}`" for flag in option(field).flags)
@@ -57,12 +57,13 @@ def plain(text: str) -> str:
 
 
 def flag_help(name: str, field: FieldInfo) -> str:
-    """A flag's ``--help`` text: the description, its default and its variable, and where README
-    says more (what the table's "(below)" points at); ``%`` escaped for argparse."""
+    """A flag's ``--help`` text: the description, its default and its variable, and where the
+    docs say more (what the table's "(below)" points at: the text below it in docs/configuration.md);
+    ``%`` escaped for argparse."""
     text = field.description or ""
     more = "(below" in text
     text = text.replace(" (below)", "").replace("(below; ", "(")
-    tail = f"default {default_text(field)}; env {env_name(name)}" + ("; more in README" if more else "")
+    tail = f"default {default_text(field)}; env {env_name(name)}" + ("; more in docs/configuration.md" if more else "")
     return plain(f"{text} ({tail})").replace("%", "%%")
 
 

@@ -63,7 +63,8 @@ class Tracing:
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
         except ImportError as exc:
             raise TracingUnavailable(
-                f"OTEL_* asks for traces: install the otel extra (pip install 'acp-rest-bridge[otel]'): {exc}"
+                "OTEL_* asks for traces: install the otel extra (in a clone: pip install -e '.[otel]'), "
+                f"or unset OTEL_TRACES_EXPORTER and the OTLP endpoint: {exc}"
             ) from exc
         # OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES are read by Resource.create.
         resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "acp-rest-bridge"})

@@ -220,12 +220,13 @@ class RawHTTP:
     def __init__(self, url: str, timeout: float = 30) -> None:
         host, port = url.removeprefix("http://").rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.host = f"{host}:{port}"  # a loopback Host: a server without a token serves no other name
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buffer = b""
 
     def send(self, method: str, path: str, body: Any = None) -> None:
         data = b"" if body is None else json.dumps(body).encode()
-        head = f"{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\n"
         self.sock.sendall(f"{head}Content-Length: {len(data)}\r\n\r\n".encode() + data)
 
     def _fill(self) -> None:

@@ -173,9 +173,11 @@ class ProcessRegistry:
                     continue  # already gone
                 line = f"+ {pgid} {started}\n"
                 self._live.add(pgid)
-            else:
+            elif pgid in self._live:
                 line = f"- {pgid}\n"
                 self._live.discard(pgid)
+            else:
+                continue  # its start was not written (gone before): nothing to end
             try:
                 fh.write(line)
                 fh.flush()  # to the kernel: a crash of this process loses nothing written

@@ -260,8 +260,8 @@ def load_snapshot() -> Catalog:
 
 class CatalogSource:
     """The catalog the server lists: the snapshot, replaced by the registry's published catalog
-    each time a refresh from ``url`` succeeds (at start, then at most every ``every`` seconds, in
-    the background). A failed refresh is logged and changes nothing."""
+    each time a refresh from ``url`` succeeds (when first needed, then at most every ``every``
+    seconds, in the background). A failed refresh is logged and changes nothing."""
 
     def __init__(self, url: str | None, timeout: float = 10.0, every: float = 3600.0, allow_http: bool = False) -> None:
         self.url = url or None
@@ -283,16 +283,12 @@ class CatalogSource:
         """Fetch the catalog from the URL; True when it replaced the one in use."""
         if self.url is None:
             return False
-        import httpx
-
         self._attempted_at = time.monotonic()
         try:
-            async with (
-                httpx.AsyncClient(
-                    timeout=self.timeout, follow_redirects=True, event_hooks=https_only(self.allow_http)
-                ) as client,
-                client.stream("GET", self.url) as response,
-            ):
+            # httpx is imported, and its client (TLS context, certificates) made, in a thread: tens
+            # of milliseconds the event loop would otherwise stand still for.
+            client = await asyncio.to_thread(self._client)
+            async with client, client.stream("GET", self.url) as response:
                 response.raise_for_status()
                 body = bytearray()
                 async for chunk in response.aiter_bytes():
@@ -324,6 +320,11 @@ class CatalogSource:
         self.last_error = None
         log.info("ACP registry refreshed from %s: %d agents", self.url, len(catalog.agents))
         return True
+
+    def _client(self) -> Any:
+        import httpx
+
+        return httpx.AsyncClient(timeout=self.timeout, follow_redirects=True, event_hooks=https_only(self.allow_http))
 
     def info(self) -> dict[str, Any]:
         """What ``GET /v1/agents`` tells about the catalog (``_meta``)."""

@@ -17,6 +17,7 @@ import asyncio
 import os
 import shutil
 import sys
+import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -399,6 +400,10 @@ def load_agents_file(path: Path) -> list[AgentSpec]:
 
 
 class AgentRegistry:
+    # Seconds an agent's resolution (which copy runs, its version: PATH lookups and stats) and the
+    # agents list made of it are kept: a list or a create in a burst of requests resolves once.
+    RESOLVE_TTL = 1.0
+
     def __init__(
         self,
         agents_file: Path | None = None,
@@ -423,6 +428,10 @@ class AgentRegistry:
         # Specs of catalog agents, kept across catalog refreshes (what a session learned stays).
         self._catalog_specs: dict[str, AgentSpec] = {}
         self._refresh: asyncio.Task[bool] | None = None
+        self._resolved: dict[str, float] = {}  # legacy agent id -> when it was last resolved
+        # (when, the generation and catalog it was made in, the list made)
+        self._listing: tuple[float, int, object, Any] | None = None
+        self.generation = 0  # changed by installs: what was resolved before is resolved again
         self._agents: dict[str, AgentSpec] = {}
         for agent_id in LEGACY_IDS:
             self._agents[agent_id] = AgentSpec(
@@ -467,6 +476,10 @@ class AgentRegistry:
                 raise UnsupportedAgent(agent_id)
             return self._catalog_spec(entry)
         if spec.legacy and not spec.is_mock:
+            now = time.monotonic()
+            if now - self._resolved.get(agent_id, -self.RESOLVE_TTL) < self.RESOLVE_TTL:
+                return spec
+            self._resolved[agent_id] = now
             # Re-resolve: an adapter installed after start-up is picked up.
             command, source, hidden = self._legacy_command(agent_id)
             if command != spec.command:
@@ -478,6 +491,44 @@ class AgentRegistry:
                 elif source == "path" and (path := spec.resolved_path()) is not None:
                     spec.version = package_version_of(path, agent_id)
         return spec
+
+    async def resolve(self, agent_id: str) -> AgentSpec:
+        """``get``; an id no list has yet, while the registry's catalog was never fetched, is looked
+        for again once it is (a create right after start names an agent the snapshot lacks)."""
+        try:
+            return self.get(agent_id)
+        except UnsupportedAgent:
+            if self.catalog is None or not self.catalog.due() or self.catalog.refreshed_at is not None:
+                raise
+        self.refresh_catalog()
+        if self._refresh is not None:
+            await asyncio.shield(self._refresh)
+        return self.get(agent_id)
+
+    def listing(self) -> Any:
+        """What ``keep_listing`` kept within ``RESOLVE_TTL``, since the last install and of the
+        catalog in use (None: nothing)."""
+        kept = self._listing
+        if (
+            kept is None
+            or kept[1] != self.generation
+            or kept[2] is not self._catalog_in_use()
+            or time.monotonic() - kept[0] >= self.RESOLVE_TTL
+        ):
+            return None
+        return kept[3]
+
+    def keep_listing(self, value: Any) -> None:
+        self._listing = (time.monotonic(), self.generation, self._catalog_in_use(), value)
+
+    def _catalog_in_use(self) -> object:
+        return self.catalog.catalog if self.catalog is not None else None
+
+    def changed(self) -> None:
+        """An install changed what is there: everything is resolved again."""
+        self.generation += 1
+        self._resolved.clear()
+        self._listing = None
 
     def all(self) -> list[AgentSpec]:
         """The legacy ids, the agents file's, then the catalog's (those with an id not taken)."""
@@ -531,6 +582,12 @@ class AgentRegistry:
 
     async def install(self, spec: AgentSpec, version: str | None = None, *, reinstall: bool = False) -> None:
         """Legacy §9.3: an agent that resolves is left alone unless ``reinstall``; raises InstallFailed."""
+        try:
+            await self._install(spec, version, reinstall=reinstall)
+        finally:
+            self.changed()
+
+    async def _install(self, spec: AgentSpec, version: str | None, *, reinstall: bool) -> None:
         if spec.is_mock:
             self._write_mock_placeholder()
             return
@@ -554,6 +611,7 @@ class AgentRegistry:
         if self.metrics is not None:
             self.metrics.install(spec.id, "installed")
         spec.version = None  # read again from what is installed now
+        self._resolved.pop(spec.id, None)
         self.get(spec.id)
 
     def _write_mock_placeholder(self) -> None:

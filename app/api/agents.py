@@ -76,12 +76,18 @@ def agent_info(spec: AgentSpec, request: Request) -> dict[str, Any]:
 )
 async def list_agents(request: Request) -> JSONResponse:
     registry = deps.registry(request)
-    specs = registry.all()
-    nodes = {node for spec in specs if (node := spec.node_program()) is not None}
-    await asyncio.gather(*(version_of(node) for node in nodes))  # asked once per program, then known
-    body: dict[str, Any] = {"agents": [agent_info(spec, request) for spec in specs]}
+    # Every agent resolved (PATH lookups, installs, versions, credentials) is kept a moment: a
+    # client polling the list, or many asking at once, costs one resolution (RESOLVE_TTL).
+    agents = registry.listing()
+    if agents is None:
+        specs = registry.all()
+        nodes = {node for spec in specs if (node := spec.node_program()) is not None}
+        await asyncio.gather(*(version_of(node) for node in nodes))  # asked once per program, then known
+        agents = [agent_info(spec, request) for spec in specs]
+        registry.keep_listing(agents)
+    body: dict[str, Any] = {"agents": agents}
     if registry.catalog is not None:
-        registry.refresh_catalog()  # hourly, in the background
+        registry.refresh_catalog()  # when first asked, then hourly, in the background
         body["_meta"] = {CATALOG_META: registry.catalog.info()}
     return JSONResponse(body)
 

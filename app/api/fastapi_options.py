@@ -28,3 +28,10 @@ def app_options() -> dict[str, Any]:
     ):
         return {}
     return {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+
+
+def native_telemetry_off() -> bool:
+    """FastAPI traces nothing itself (``app_options`` turned its telemetry off, or it has none)."""
+    from fastapi import FastAPI
+
+    return "telemetry" not in inspect.signature(FastAPI.__init__).parameters or bool(app_options())

@@ -14,7 +14,7 @@ import binascii
 import hmac
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, Protocol
 
 from app.api.sites import SAFE_METHODS, SiteRules
 from app.errors import BridgeError, ForeignRequest, RequestFormatError, TokenInvalid
@@ -31,12 +31,23 @@ VARY = (b"vary", b"origin, access-control-request-method, access-control-request
 # The scope extension through which the server (app/serving.py) offers to close the connection at
 # once, dropping what is still queued for it: a callable, absent under other servers.
 ABORT_EXTENSION = "acp-rest-bridge.abort"
+# Set in a request's scope once a ``BridgeMiddleware`` has checked it: another one further in (the
+# application's own, under the one the server puts in front of it) passes it straight on.
+CHECKED = "acp-rest-bridge.checked"
 
 
 def is_public(path: str) -> bool:
     """Paths served without a token: ``GET /v1/health`` and everything outside ``/v1`` but
     ``/metrics``. Extend here (one place) when a public path is added under /v1."""
     return path == "/v1/health" or not (path == "/v1" or path.startswith("/v1/") or path == "/metrics")
+
+
+class DirectRouter(Protocol):
+    """Routes the application lets the middleware serve itself (``routing.DirectRoutes``)."""
+
+    def find(self, scope: Scope) -> Any: ...
+
+    async def serve(self, route: Any, scope: Scope, receive: Receive, send: Send) -> None: ...
 
 
 class BridgeMiddleware:
@@ -60,8 +71,11 @@ class BridgeMiddleware:
         tracing: Tracing | None = None,
         bound_host: str = "127.0.0.1",
         allowed_hosts: list[str] | None = None,
+        direct: DirectRouter | None = None,
     ) -> None:
         self.app = app
+        # The application's routes served here, without the layers between (``routing.DirectRoutes``).
+        self.direct = direct
         self.metrics = metrics
         self.tracing = tracing
         self.token = None if token is None else token.encode()
@@ -88,7 +102,7 @@ class BridgeMiddleware:
         ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or CHECKED in scope:
             await self.app(scope, receive, send)
             return
         metrics = self.metrics
@@ -183,9 +197,16 @@ class BridgeMiddleware:
         raw = scope.get("raw_path")
         if raw:
             scope["path"] = raw.split(b"?", 1)[0].decode("latin-1")
+        scope[CHECKED] = True
         if scope["method"] == "HEAD":
             await head_as_get(self.app, scope, receive, send_with_cors)
             return
+        direct = self.direct
+        if direct is not None:
+            route = direct.find(scope)
+            if route is not None:
+                await direct.serve(route, scope, receive, send_with_cors)
+                return
         await self.app(scope, receive, send_with_cors)
 
     def _refusal(self, scope: Scope, host: Any, origin: Any, fetch_site: Any) -> BridgeError | None:

@@ -7,11 +7,20 @@ solving, its exit stacks and the extra exception wrapper cost more than the rest
 request, and decide nothing: such an endpoint is called directly with its path parameters. An error
 takes the same way as before, to the application's exception handlers. Matching, 405s and the OpenAPI
 document stay FastAPI's; an endpoint that declares anything else gets FastAPI's full handling.
+
+``DirectRoutes`` goes one step further for the application's own direct routes: ``BridgeMiddleware``
+asks it for the route of a request and, when there is one, serves it there, without the layers
+between the middleware and the route (Starlette's exception middleware, FastAPI's exit stack, the
+router's walk over every route); the application's exception handlers still answer its errors.
+Any request it is not sure of (no such route, another method, a route before it that could match)
+goes the whole way.
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
+import re
 import typing
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -19,10 +28,13 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.routing import APIRoute
 from starlette.responses import Response
-from starlette.routing import Match
+from starlette.routing import Match, Route
 from starlette.types import Receive, Scope, Send
 
 Endpoint = Callable[..., Awaitable[Response]]
+ASGIHandler = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+log = logging.getLogger("acp_rest_bridge.api")
 
 
 def direct_parameters(route: APIRoute) -> tuple[str | None, tuple[str, ...]] | None:
@@ -74,11 +86,21 @@ class BridgeRoute(APIRoute):
                 return Match.NONE, {}
         return super().matches(scope)
 
+    @property
+    def direct(self) -> bool:
+        """Its endpoint is called directly (see the module doc)."""
+        return self._direct is not None
+
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         direct = self._direct
         if direct is None or (self.methods is not None and scope["method"] not in self.methods):
             await super().handle(scope, receive, send)  # FastAPI's way, and its 405
             return
+        await self._call(direct, scope, receive, send)
+
+    async def _call(
+        self, direct: tuple[str | None, tuple[str, ...]], scope: Scope, receive: Receive, send: Send
+    ) -> None:
         request_name, names = direct
         path_params = scope["path_params"]
         kwargs: dict[str, Any] = {name: path_params[name] for name in names}
@@ -99,3 +121,91 @@ def include(app: FastAPI, routers: Iterable[APIRouter]) -> None:
                 route.own = True
             app.router.routes.append(route)
     # Done before the OpenAPI document is first made: it is made from the routes on first use.
+
+
+class DirectRoutes:
+    """The application's own direct routes, found for a request without the router (``find``), and
+    served as the router would, the application's exception handlers included (``serve``)."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+        self._buckets: dict[str, list[tuple[re.Pattern[str], BridgeRoute | None]]] | None = None
+        self._anywhere: list[tuple[re.Pattern[str], BridgeRoute | None]] = []
+
+    def _index(self) -> dict[str, list[tuple[re.Pattern[str], BridgeRoute | None]]]:
+        """Routes by their first two path segments (``/v1/sessions``), in the router's order; a
+        route whose path does not spell them out (a mount, a parameter) is in every bucket. Made at
+        the first request: the routes are final by then."""
+        buckets: dict[str, list[tuple[re.Pattern[str], BridgeRoute | None]]] = {}
+        anywhere: list[tuple[re.Pattern[str], BridgeRoute | None]] = []
+        entries: list[tuple[str | None, tuple[re.Pattern[str], BridgeRoute | None]]] = []
+        for route in self.app.router.routes:
+            regex = getattr(route, "path_regex", None)
+            path = getattr(route, "path", None)
+            if not isinstance(regex, re.Pattern) or not isinstance(path, str):
+                regex, path = re.compile(""), None  # a route of another kind: it may match anything
+            direct = route if isinstance(route, BridgeRoute) and route.own and route.direct else None
+            static = path is not None and isinstance(route, Route) and "{" not in _head(path)
+            entries.append((_head(path) if static and path is not None else None, (regex, direct)))
+        for key, entry in entries:
+            if key is None:
+                anywhere.append(entry)
+                for bucket in buckets.values():
+                    bucket.append(entry)
+            else:
+                buckets.setdefault(key, list(anywhere)).append(entry)
+        self._anywhere = anywhere
+        self._buckets = buckets
+        return buckets
+
+    def find(self, scope: Scope) -> BridgeRoute | None:
+        """The direct route that answers this request, or None (the application decides)."""
+        buckets = self._buckets if self._buckets is not None else self._index()
+        path = scope["path"]
+        for regex, route in buckets.get(_head(path), self._anywhere):
+            if regex.match(path) is None:
+                continue
+            # The first route whose path matches decides, as in the router.
+            if route is None or scope.get("root_path") or (route.methods and scope["method"] not in route.methods):
+                return None
+            return route
+        return None
+
+    async def serve(self, route: BridgeRoute, scope: Scope, receive: Receive, send: Send) -> None:
+        match, child = route.matches(scope)
+        direct = route._direct
+        if match is not Match.FULL or direct is None:
+            await self.app(scope, receive, send)
+            return
+        scope.update(child)
+        scope.setdefault("app", self.app)
+        scope.setdefault("router", self.app.router)
+        started = False
+
+        async def sending(message: Any) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            await route._call(direct, scope, receive, sending)
+        except Exception as exc:
+            handler = self._handler(exc)
+            if started or handler is None:
+                raise  # as Starlette: nothing more can be said once the answer has begun
+            response = await handler(Request(scope, receive, send), exc)
+            await response(scope, receive, send)
+
+    def _handler(self, exc: Exception) -> Callable[[Request, Exception], Awaitable[Response]] | None:
+        handlers = self.app.exception_handlers
+        for cls in type(exc).__mro__:
+            handler = handlers.get(cls)
+            if handler is not None:
+                return handler  # type: ignore[return-value]
+        return None
+
+
+def _head(path: str) -> str:
+    """A path's first two segments: ``/v1/sessions`` of ``/v1/sessions/s1/messages``."""
+    end = path.find("/", path.find("/", 1) + 1)
+    return path if end < 0 else path[:end]

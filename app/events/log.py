@@ -26,6 +26,7 @@ import functools
 from bisect import bisect_left, bisect_right
 from collections.abc import AsyncIterator, Callable
 from operator import attrgetter
+from time import time_ns
 from typing import Any
 
 from app.events.envelope import envelope_json, now_ns
@@ -201,7 +202,7 @@ class SessionEventLog:
         """Give the draft its sequence and hand it to the store; readers see it once it is
         committed. Never awaits. None when the store refused it (its backlog is full)."""
         sequence = self.last_sequence + 1
-        ns = now_ns()
+        ns = time_ns()
         event_json = envelope_json(
             sequence=sequence,
             time_ns=ns,

@@ -126,7 +126,10 @@ def _psycopg() -> Any:
     try:
         import psycopg
     except ImportError as exc:  # the optional extra
-        raise StoreError("--database-url needs the postgres extra: pip install 'acp-rest-bridge[postgres]'") from exc
+        raise StoreError(
+            "--database-url needs the postgres extra (in a clone: pip install -e '.[postgres]'; "
+            "it is psycopg[binary] and psycopg-pool)"
+        ) from exc
     return psycopg
 
 
@@ -247,6 +250,9 @@ class PostgresBackend:
     READERS = 4
     # A session row without a record older than this is a create that never completed.
     STALE_CREATE = "10 minutes"
+
+    # Every commit waits on the network (and the server's WAL flush): never on the event loop.
+    inline_commits = False
 
     def __init__(self, url: str, *, name: str | None = None) -> None:
         self.url = url

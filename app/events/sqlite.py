@@ -4,8 +4,9 @@
 writer, the queue and the guarantees). Here: the file, locked against a second server on the same
 data dir; its schema, versioned in ``PRAGMA user_version`` (``MIGRATIONS``); the writer's connection
 (WAL, ``synchronous=NORMAL``: a commit costs no fsync, and a crash of the bridge loses nothing that
-was committed), on which a batch of events is one multi-row ``INSERT``; and the readers' connections,
-one per thread (WAL lets them read while the writer commits).
+was committed), on which a batch of events is one multi-row ``INSERT``, with a second one for small
+batches whose statements are prepared once (sqlite3's statement cache); and the readers'
+connections, one per thread (WAL lets them read while the writer commits).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .envelope import pack, stored_time_ns, unpack
 from .schema import Migration, migrate
 from .store import LogStats, StoreError
 from .stored import StoredEvent
-from .writer import BatchWriter, Stored
+from .writer import BatchWriter, Stored, events_size
 
 log = logging.getLogger("acp_rest_bridge.events")
 
@@ -108,6 +109,14 @@ class SqliteBackend:
 
     FILENAME = "events.sqlite3"
     ROWS_PER_INSERT = 6000  # 5 parameters each: SQLite allows 32,766 per statement
+    # A batch of at most this many events and bytes is written on the connection whose statements
+    # are kept prepared (a cached statement keeps a copy of the values last bound to it, so only
+    # small ones may be cached: what they keep alive is bounded by SMALL_ROWS x SMALL_BYTES).
+    SMALL_ROWS = 16
+    SMALL_BYTES = 64 * 1024
+    # A small batch commits in tens of microseconds (a WAL append, no fsync, no network): the
+    # writer may commit it on the event loop.
+    inline_commits = True
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -118,6 +127,7 @@ class SqliteBackend:
         self._keys: dict[str, int] = {}
         self._next_key = 1
         self._conn: sqlite3.Connection | None = None
+        self._small: sqlite3.Connection | None = None  # the writer's, for small batches, statements cached
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -161,15 +171,24 @@ class SqliteBackend:
             if isinstance(exc, StoreError):
                 raise
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
+        try:
+            self._small = self._connect(cached=True)
+        except sqlite3.Error as exc:
+            conn.close()
+            self._release_lock()
+            raise StoreError(f"cannot open {self.path}: {exc}") from exc
         self._conn = conn
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="event-reader")
         return stored
 
-    def _connect(self) -> sqlite3.Connection:
-        # Made here, then used by the writer thread only. No statement cache: a cached statement
-        # keeps a copy of the values last bound to it, and the writer's multi-row INSERTs would
-        # keep megabytes of event text alive that way.
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, cached_statements=0)
+    def _connect(self, cached: bool = False) -> sqlite3.Connection:
+        # Made here, then used by the writer (its thread, or the event loop while holding the
+        # writer's lock). The main one caches no statement: a cached statement keeps a copy of the
+        # values last bound to it, and the writer's multi-row INSERTs would keep megabytes of event
+        # text alive that way; the small batches' one does (``SMALL_ROWS``).
+        conn = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, cached_statements=self.SMALL_ROWS if cached else 0
+        )
         # Events are clustered by (session, sequence); 16 KiB pages keep a typical event (0.3-1 KiB
         # with its raw payload) inside the b-tree page, which makes appends about twice as cheap.
         # (It takes effect in a new database only.)
@@ -211,6 +230,9 @@ class SqliteBackend:
             readers, self._readers = self._readers, []
         for conn in readers:
             conn.close()
+        if self._small is not None:
+            self._small.close()
+            self._small = None
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -224,6 +246,9 @@ class SqliteBackend:
 
     # ---- the writer thread -----------------------------------------------------------------------
     def write(self, events: list[StoredEvent]) -> dict[str, int]:
+        if len(events) <= self.SMALL_ROWS and self._small is not None:
+            if events_size(events) <= self.SMALL_BYTES:
+                return self.insert(events, self._small)  # one prepared statement, its own transaction
         if len(events) <= self.ROWS_PER_INSERT:
             return self.insert(events)  # one statement: a transaction of its own
         with self.transaction():
@@ -254,11 +279,11 @@ class SqliteBackend:
             raise
         conn.execute("RELEASE entry")
 
-    def insert(self, events: list[StoredEvent]) -> dict[str, int]:
+    def insert(self, events: list[StoredEvent], conn: sqlite3.Connection | None = None) -> dict[str, int]:
         # Many rows per statement: sqlite3 lets go of the GIL around every statement step, and
         # while the event loop is busy each handover back costs up to a switch interval (5 ms).
         # executemany() would pay that per event; this pays it per ROWS_PER_INSERT events.
-        conn = self.connection
+        conn = conn or self.connection
         marks: dict[str, int] = {}
         size = self.ROWS_PER_INSERT
         for start in range(0, len(events), size):

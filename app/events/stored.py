@@ -58,7 +58,11 @@ class StoredEvent:
         """The SSE frame (without raw): made once, shared by every reader of the session."""
         frame = self._frame
         if frame is None:
-            frame = self._frame = utf8(f"id: {self.sequence}\ndata: {self.json}\n\n")
+            text = f"id: {self.sequence}\ndata: {self.json}\n\n"
+            try:  # (utf8(), inline: once per event)
+                frame = self._frame = text.encode()
+            except UnicodeEncodeError:
+                frame = self._frame = utf8(text)
         return frame
 
     def replace_text(self, event_json: str, raw_json: str | None, event_type: str | None = None) -> None:

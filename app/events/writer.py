@@ -4,9 +4,15 @@
 (``SqliteBackend`` in ``sqlite.py``, ``PostgresBackend`` in ``postgres.py``) is the database under
 it: its schema, its statements, its connections. The writer holds what both share:
 
-- ``append`` only queues the event (the event loop never waits for a database); a writer thread
-  commits whatever has queued up in one transaction (group commit), then tells the sessions' logs
-  on the event loop, which only then show the events to readers (durable before visible).
+- ``append`` only takes the event: what one pass of the event loop appends is committed together
+  at the end of that pass (group commit), then the sessions' logs are told, and only then show the
+  events to readers (durable before visible). A small batch of a backend that commits one in tens
+  of microseconds (SQLite: a few rows, no network) is committed right there on the event loop when
+  the writer thread is idle: no hand-off between threads on the path of a turn. Anything else (a
+  burst's larger batches, session records, a busy or failing writer, PostgreSQL) goes to the
+  writer thread, which commits whatever has queued up in one transaction and tells the logs on the
+  event loop. One lock (``_busy``) keeps the two from ever writing at once, and a batch is committed
+  on the loop only when nothing handed to the thread is still waiting, so the order holds.
   ``close`` commits everything still queued.
 - The backlog of events waiting for the database is bounded by bytes (``backlog_bytes``): beyond
   it ``append`` refuses, and the log says how many it could not keep.
@@ -31,7 +37,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -104,6 +110,11 @@ class StoreBackend(Protocol):
     def storage_cause(self, exc: BaseException) -> str | None:
         """What makes ``exc`` a failure of the storage, to wait out (None: a problem of the data)."""
 
+    # ---- the event loop (``inline_commits``), under the writer's lock ----------------------------------
+    # True: a small batch of events commits in tens of microseconds without waiting on a network,
+    # so ``write`` may run on the event loop while the writer thread is idle.
+    inline_commits: bool
+
     # ---- any thread ------------------------------------------------------------------------------
     def read(self, session_id: str, after: int, limit: int | None, before: int | None) -> list[StoredEvent]:
         """Committed events with ``after < sequence < before``, oldest first, at most ``limit``."""
@@ -117,6 +128,8 @@ _SESSION = 1  # (_SESSION, session_id, record_json or None)
 _BARRIER = 2  # (_BARRIER, threading.Event): set once everything queued before it is committed
 _STOP = 3
 _DELETE = 4  # (_DELETE, session_id): the session and its events go
+_TICK = 5  # (_TICK,): commits were made on the event loop; the writer thread sees to the checkpoint
+# (A list of these entries is what one pass of the event loop handed over, in order.)
 
 B = TypeVar("B", bound=StoreBackend)
 
@@ -148,11 +161,36 @@ class BatchWriter(Generic[B]):
     CHECKPOINT_IDLE = 0.1
     CHECKPOINT_MAX = 250
     CHECKPOINT_BYTES = 64 * 1024 * 1024
+    # The largest batch committed on the event loop (when the backend allows it and the writer
+    # thread is idle): entries and bytes of events. A larger one goes to the writer thread.
+    INLINE_ENTRIES = 16
+    INLINE_BYTES = 64 * 1024
 
     def __init__(self, backend: B, *, backlog_bytes: int | None = None) -> None:
         self.backend = backend
         self.backlog_bytes = backlog_bytes or self.BACKLOG_BYTES
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # What this pass of the event loop appended, committed or handed over at its end (``_flush``).
+        self._pending: list[Any] = []
+        self._flush_scheduled = False
+        self._flush_loop: asyncio.AbstractEventLoop | None = None
+        self._flush_thread = 0
+        # Held while the connection writes: by the writer thread from taking a batch until it is
+        # committed, by the event loop around a commit of its own.
+        self._busy = threading.Lock()
+        # Under _busy: transactions and bytes since the last checkpoint, when the last one committed.
+        self._uncheckpointed = 0
+        self._unchecked_bytes = 0
+        self._last_write = 0.0
+        # Items of events and session entries put in the queue (event loop thread; no loop: the caller's),
+        # taken from it, and taken and committed (the writer thread): the loop commits a batch of its
+        # own only when every item put is committed.
+        self._handed = 0
+        self._taken = 0
+        self._finished = 0
+        self._writer_sleeps = False  # the writer thread waits with no timeout (nothing to checkpoint)
+        self._ticked = False  # ... and has been woken to count down to a checkpoint
+        self.inline_commits = 0  # batches committed on the event loop (tests, benchmarks)
         self._known: set[str] = set()  # sessions whose row is stored or queued (event loop thread)
         self._flushed: dict[str, int] = {}  # written by the writer thread (and open, forget)
         self._stats: dict[str, LogStats] = {}
@@ -176,6 +214,10 @@ class BatchWriter(Generic[B]):
         self._notice_marks: dict[str, int] = {}
         self._notice_failures: list[tuple[str, int, str]] = []
         self._notice_state = False
+        # While the writer thread holds ``_busy`` its notices wait, so that a log woken by one finds
+        # the writer idle (and commits its next small batch itself).
+        self._hold_notices = False
+        self._notice_held = False
         # Counted for the server's metrics: events taken, and a call per committed batch
         # (its event count and when its oldest event was appended), on the writer thread.
         self.appended_events = 0
@@ -215,6 +257,7 @@ class BatchWriter(Generic[B]):
         if self._closed or not self._opened:
             return
         self._closed = True
+        self._handoff()
         if self._writer is not None:
             self._queue.put((_STOP,))
             self._wakeup.set()
@@ -225,12 +268,13 @@ class BatchWriter(Generic[B]):
     def append(self, event: StoredEvent) -> bool:
         if self._queued_bytes - self._written_bytes > self.backlog_bytes:
             return False  # never wait here: this is the event loop
-        if self._loop is None:
-            self._loop = asyncio._get_running_loop()
         if event.session_id not in self._known:
             self._known.add(event.session_id)
-            self._queue.put((_SESSION, event.session_id, None))  # before its first event
-        self._queue.put(event)
+            self._enqueue((_SESSION, event.session_id, None))  # before its first event
+        if self._flush_scheduled:
+            self._pending.append(event)  # (the common case of _enqueue, inline: once per event)
+        else:
+            self._enqueue(event)
         self._queued_bytes += event.size
         self.appended_events += 1
         return True
@@ -246,14 +290,14 @@ class BatchWriter(Generic[B]):
     def save_session(self, session_id: str, record: dict[str, Any]) -> None:
         self._known.add(session_id)
         # ASCII JSON: a lone surrogate in a title or path stays an escape, never a write error.
-        self._queue.put((_SESSION, session_id, json.dumps(record, separators=(",", ":"))))
+        self._enqueue((_SESSION, session_id, json.dumps(record, separators=(",", ":"))))
 
     def delete_session(self, session_id: str) -> None:
         """Remove the session and its events from the store (retention)."""
         known = session_id in self._known
         self.forget_session(session_id)
         if known:
-            self._queue.put((_DELETE, session_id))
+            self._enqueue((_DELETE, session_id))
 
     def forget_session(self, session_id: str) -> None:
         """Drop what this store knows of the session, writing nothing (another bridge deleted it;
@@ -282,8 +326,102 @@ class BatchWriter(Generic[B]):
     def sync(self, timeout: float | None = None) -> bool:
         """Block until everything queued so far is committed (tests, shutdown)."""
         done = threading.Event()
-        self._queue.put((_BARRIER, done))
+        loop = self._flush_loop
+        if (
+            self._flush_scheduled
+            and loop is not None
+            and threading.get_ident() != self._flush_thread
+            and loop.is_running()
+        ):
+            # The loop's pending entries first: its flush, then this barrier, in the loop's order.
+            loop.call_soon_threadsafe(self._barrier, done)
+        else:
+            self._barrier(done)
         return done.wait(timeout)
+
+    def _barrier(self, done: threading.Event) -> None:
+        self._handoff()
+        self._queue.put((_BARRIER, done))
+
+    # ---- committing what a pass of the event loop appended -------------------------------------
+    def _enqueue(self, entry: Any) -> None:
+        """Queue ``entry`` after everything before it: for the end of this pass of the event loop
+        (``_flush``), or for the writer thread directly where no loop runs (tests, tools)."""
+        if self._flush_scheduled:
+            self._pending.append(entry)
+            return
+        loop = asyncio._get_running_loop()
+        if loop is None:
+            self._handed += 1
+            self._queue.put(entry)
+            return
+        # Notices go to the loop the logs live on.
+        self._loop = loop
+        self._flush_scheduled = True
+        self._flush_loop = loop
+        self._flush_thread = threading.get_ident()
+        self._pending.append(entry)
+        loop.call_soon(self._flush)
+
+    def _handoff(self) -> None:
+        """What waits for the end of the loop's pass goes to the writer thread now."""
+        self._flush_scheduled = False
+        if self._pending:
+            batch, self._pending = self._pending, []
+            self._handed += 1
+            self._queue.put(batch)
+
+    def _flush(self) -> None:
+        """The end of a pass of the event loop: commit what it appended here when that is small,
+        the backend allows it and the writer thread has nothing in hand; else hand it over."""
+        self._flush_scheduled = False
+        batch, self._pending = self._pending, []
+        if not batch:
+            return
+        if (
+            self.backend.inline_commits
+            and len(batch) <= self.INLINE_ENTRIES
+            and not self.COALESCE
+            and self._unavailable is None
+            and not self._closed
+            and 0 <= (size := events_size(batch)) <= self.INLINE_BYTES
+            and self._busy.acquire(blocking=False)
+        ):
+            try:
+                # Nothing handed to the writer thread may be committed after this batch.
+                if self._finished == self._handed and self._commit_inline(batch, size):
+                    return
+            finally:
+                self._busy.release()
+        self._handed += 1
+        self._queue.put(batch)
+
+    def _commit_inline(self, batch: list[StoredEvent], size: int) -> bool:
+        """Commit on the event loop (``_busy`` held); False leaves the batch to the writer thread,
+        which retries it and says what failed."""
+        try:
+            marks = self.backend.write(batch)
+        except Exception:
+            return False
+        self.inline_commits += 1
+        self._flushed.update(marks)
+        self._written_bytes += size
+        self._uncheckpointed += 1
+        self._unchecked_bytes += size
+        self._last_write = time.monotonic()
+        observer = self.commit_observer
+        if observer is not None:
+            observer(len(batch), batch[0].time_ns)
+        if not self._ticked and (self._writer_sleeps or self._checkpoint_due()):
+            # Wake the writer thread once, to checkpoint when the writes pause (or now, past the bounds).
+            self._ticked = True
+            self._queue.put((_TICK,))
+        listeners = self._listeners
+        for session_id, sequence in marks.items():
+            listener = listeners.get(session_id)
+            if listener is not None:
+                self._tell(session_id, listener.committed, sequence)
+        return True
 
     # ---- notices to the logs (delivered on the event loop) -------------------------------------
     def _notify(self, marks: dict[str, int] | None = None, failure: tuple[str, int, str] | None = None) -> None:
@@ -296,6 +434,9 @@ class BatchWriter(Generic[B]):
             if marks is None and failure is None:
                 self._notice_state = True
             if self._notice_scheduled or loop is None:
+                return
+            if self._hold_notices:
+                self._notice_held = True  # sent once the writer thread lets go of the connection
                 return
             self._notice_scheduled = True
         try:
@@ -361,70 +502,127 @@ class BatchWriter(Generic[B]):
         return self.backend.storage_cause(exc)
 
     def _write_loop(self) -> None:
-        uncheckpointed = 0
-        unchecked_bytes = 0
         failures = 0
         last_batch = 0
+        retry_in = 0.0
         batch = self._carry
         while True:
-            if not batch:
-                try:
-                    batch.append(self._queue.get(timeout=self.CHECKPOINT_IDLE if uncheckpointed else None))
-                except queue.Empty:
-                    self.backend.checkpoint()
-                    uncheckpointed = unchecked_bytes = 0
-                    continue
-                if self.COALESCE:  # hold the writer back (tests); close() ends the wait
-                    self._wakeup.wait(self.COALESCE)
-                elif last_batch >= self.BURST_BATCH:
-                    self._gather()
+            if retry_in:
+                # (holding nothing: the logs hear that the storage fails; close() ends the wait)
+                self._wakeup.wait(retry_in)
+                retry_in = 0.0
             rest: list[Any] = []
-            with contextlib.suppress(queue.Empty):
-                while len(batch) < self.BATCH_MAX:
-                    entry = self._queue.get_nowait()
-                    if type(entry) is StoredEvent and entry.size > self.LARGE_EVENT and batch:
-                        # Committed after the events before it, on its own (with what follows):
-                        # writing megabytes would hold back the rest of a stream it ends.
-                        rest.append(entry)
-                        break
-                    batch.append(entry)
-            last_batch = len(batch)
-            self._carry = batch + rest if rest else batch
-            self._rest = rest
-            written = self._written_bytes
-            try:
-                stop = self._commit(batch)
-            except BaseException as exc:
-                batch = self._carry  # (one batch again, in order)
-                self._rest = []
-                cause = self._storage_cause(exc)
-                if cause is None:
-                    # Something in the data: write the batch entry by entry, so only the event
-                    # that cannot be stored is affected.
-                    stop = self._commit_each(batch)
-                elif self._closed:
-                    self._set_unavailable(cause)
-                    stop = self._give_up(batch, cause)
-                else:
-                    # Keep the batch (its events stay in the logs' tails) and try again.
-                    self.write_error = exc
-                    self._set_unavailable(cause)
-                    self._wakeup.wait(self.RETRY_DELAYS[min(failures, len(self.RETRY_DELAYS) - 1)])
-                    failures += 1
+            if not batch:
+                # Wait for work, holding nothing: meanwhile the event loop may commit on its own.
+                item = self._next(self.CHECKPOINT_IDLE if self._uncheckpointed else None)
+                if item is None:
                     continue
-            batch = self._carry  # what comes after a large event ([] else)
-            failures = 0
-            if self._unavailable is not None and not stop:
-                self.write_error = None
-                self._set_unavailable(None)
-            uncheckpointed += 1
-            unchecked_bytes += self._written_bytes - written
-            if uncheckpointed >= self.CHECKPOINT_MAX or unchecked_bytes >= self.CHECKPOINT_BYTES:
-                self.backend.checkpoint()
-                uncheckpointed = unchecked_bytes = 0
-            if stop:
-                self.backend.checkpoint()
-                return
+                self._take(item, batch, rest)
+                if not batch:
+                    continue
+            with self._holding():
+                if not rest:
+                    if self.COALESCE:  # hold the writer back (tests); close() ends the wait
+                        self._wakeup.wait(self.COALESCE)
+                    elif last_batch >= self.BURST_BATCH:
+                        self._gather()
+                    with contextlib.suppress(queue.Empty):
+                        while len(batch) < self.BATCH_MAX and not rest:
+                            self._take(self._queue.get_nowait(), batch, rest)
+                last_batch = len(batch)
+                self._carry = batch + rest if rest else batch
+                self._rest = rest
+                written = self._written_bytes
+                try:
+                    stop = self._commit(batch)
+                except BaseException as exc:
+                    batch = self._carry  # (one batch again, in order)
+                    self._rest = []
+                    cause = self._storage_cause(exc)
+                    if cause is None:
+                        # Something in the data: write the batch entry by entry, so only the event
+                        # that cannot be stored is affected.
+                        stop = self._commit_each(batch)
+                    elif self._closed:
+                        self._set_unavailable(cause)
+                        stop = self._give_up(batch, cause)
+                    else:
+                        # Keep the batch (its events stay in the logs' tails) and try again.
+                        self.write_error = exc
+                        self._set_unavailable(cause)
+                        retry_in = self.RETRY_DELAYS[min(failures, len(self.RETRY_DELAYS) - 1)]
+                        failures += 1
+                        continue
+                batch = self._carry  # what comes after a large event ([] else)
+                failures = 0
+                if self._unavailable is not None and not stop:
+                    self.write_error = None
+                    self._set_unavailable(None)
+                self._uncheckpointed += 1
+                self._unchecked_bytes += self._written_bytes - written
+                self._last_write = time.monotonic()
+                if stop or self._checkpoint_due():
+                    self._checkpoint()
+                if stop:
+                    return
+
+    @contextlib.contextmanager
+    def _holding(self) -> Iterator[None]:
+        """The writer thread's hold of the connection; the notices it made meanwhile go out after."""
+        with self._busy:
+            self._hold_notices = True
+            try:
+                yield
+            finally:
+                self._hold_notices = False
+        with self._notice_lock:
+            held, self._notice_held = self._notice_held, False
+        if held:
+            self._notify({})
+
+    def _next(self, timeout: float | None) -> Any:
+        """The next queued item; None once it is time for a checkpoint (which it made) or after a tick."""
+        self._writer_sleeps = timeout is None
+        try:
+            item = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            item = None
+        finally:
+            self._writer_sleeps = False
+        if type(item) is tuple and item[0] == _TICK:
+            self._ticked = False
+            item = None
+        if item is None and self._uncheckpointed:
+            with self._busy:
+                # After CHECKPOINT_IDLE without writes (the event loop's commits count), or past the bounds.
+                if time.monotonic() - self._last_write >= self.CHECKPOINT_IDLE or self._checkpoint_due():
+                    self._checkpoint()
+        return item
+
+    def _checkpoint_due(self) -> bool:
+        return self._uncheckpointed >= self.CHECKPOINT_MAX or self._unchecked_bytes >= self.CHECKPOINT_BYTES
+
+    def _checkpoint(self) -> None:
+        self.backend.checkpoint()
+        self._uncheckpointed = self._unchecked_bytes = 0
+
+    def _take(self, item: Any, batch: list[Any], rest: list[Any]) -> None:
+        """Add a queued item (an entry, or a list of them from one pass of the event loop) to
+        ``batch``; from an event larger than ``LARGE_EVENT`` on (not first in the batch), to ``rest``."""
+        if type(item) is list or type(item) is StoredEvent or item[0] in (_SESSION, _DELETE):
+            self._taken += 1
+        entries = item if type(item) is list else (item,)
+        for index, entry in enumerate(entries):
+            if type(entry) is StoredEvent:
+                if entry.size > self.LARGE_EVENT and batch:
+                    # Committed after the events before it, on its own (with what follows):
+                    # writing megabytes would hold back the rest of a stream it ends.
+                    rest.extend(entries[index:])
+                    return
+            elif entry[0] == _TICK:
+                self._ticked = False
+                continue
+            batch.append(entry)
 
     def _gather(self) -> None:
         """A burst is on: let the next batch gather, so a commit costs a few handovers of the
@@ -443,9 +641,12 @@ class BatchWriter(Generic[B]):
 
     def _give_up(self, batch: list[Any], cause: str) -> bool:
         """The server stops and the database still refuses: say loudly what could not be written."""
+        rest: list[Any] = []
         with contextlib.suppress(queue.Empty):
             while True:
-                batch.append(self._queue.get_nowait())
+                self._take(self._queue.get_nowait(), batch, rest)
+                batch.extend(rest)
+                rest.clear()
         lost = sum(1 for entry in batch if type(entry) is StoredEvent)
         log.error("cannot write events to %s: %s; %d events not saved", self.backend.where, cause, lost)
         for entry in batch:
@@ -455,7 +656,7 @@ class BatchWriter(Generic[B]):
 
     def _commit(self, batch: list[Any]) -> bool:
         backend = self.backend
-        if all(type(entry) is StoredEvent for entry in batch):
+        if events_size(batch) >= 0:
             # The common case: events only, in a transaction of their own.
             self._committed(batch, backend.write(batch), [])
             return False
@@ -492,13 +693,20 @@ class BatchWriter(Generic[B]):
 
     def _committed(self, batch: list[Any], marks: dict[str, int], barriers: list[threading.Event]) -> None:
         self._carry, self._rest = self._rest, []  # committed: a restarted loop must not write it again
+        if not self._carry:
+            self._finished = self._taken  # all the writer thread took is committed (before the notices)
         self._flushed.update(marks)
-        self._written_bytes += sum(entry.size for entry in batch if type(entry) is StoredEvent)
+        events = 0
+        first = None
+        for entry in batch:  # (a loop, not generators: once per entry of every batch)
+            if type(entry) is StoredEvent:
+                self._written_bytes += entry.size
+                events += 1
+                if first is None:
+                    first = entry
         observer = self.commit_observer
-        if observer is not None:
-            events = [entry for entry in batch if type(entry) is StoredEvent]
-            if events:
-                observer(len(events), events[0].time_ns)
+        if observer is not None and first is not None:
+            observer(events, first.time_ns)
         if marks:
             self._notify(marks)
         for barrier in barriers:
@@ -647,6 +855,17 @@ class _FailureLog:
             exc,
             exc_info=exc,
         )
+
+
+def events_size(batch: list[Any]) -> int:
+    """The bytes of a batch of events; -1 when it holds another kind of entry. (A loop, not a
+    generator: this is on every commit's path.)"""
+    size = 0
+    for entry in batch:
+        if type(entry) is not StoredEvent:
+            return -1
+        size += entry.size
+    return size
 
 
 def _record_id(record: dict[str, Any]) -> Any:

@@ -254,7 +254,7 @@ class SessionManager:
         problem = session_id_problem(session_id)  # never 200 for a session no store can keep
         if problem is not None:
             raise InvalidRequest(problem)
-        spec = self.registry.get(request["agent"])  # 400 unsupported_agent first
+        spec = await self.registry.resolve(request["agent"])  # 400 unsupported_agent first
         if self.fleet is not None:
             await self.fleet.current(session_id, self._sessions.get(session_id))  # one made elsewhere
         if session_id in self._sessions or session_id in self._creating:

@@ -131,7 +131,7 @@ def test_states_the_server_version_it_is_tested_against() -> None:
 def test_wheel_installs_alone_and_works(tmp_path: Path) -> None:
     """A wheel built from the client's directory, installed into a fresh venv (httpx from the package
     index) where the server's package is not: it ships its types (mypy --strict reads them from the
-    installed wheel) and README's sync example runs on it against a real server."""
+    installed wheel) and the docs' sync example runs on it against a real server."""
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(CLIENT)],
         capture_output=True,

@@ -1,4 +1,4 @@
-"""The client under a strict type checker, as its users run one: README's Python examples and a program
+"""The client under a strict type checker, as its users run one: the docs' Python examples and a program
 reading every event type (typed_events.py) pass `mypy --strict` and pyright's strict mode with no
 `cast`; and the events a real session sends match the model of their type, so what the checker
 narrows to is what arrives."""
@@ -28,7 +28,7 @@ BIN = Path(sys.executable).parent
 
 
 def programs(tmp_path: Path) -> list[Path]:
-    """README's examples and typed_events.py, as files of their own; none of them casts."""
+    """The docs' examples and typed_events.py, as files of their own; none of them casts."""
     out = []
     for index, example in enumerate(readme_examples()):
         out.append(tmp_path / f"readme_example_{index}.py")

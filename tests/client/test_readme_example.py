@@ -1,4 +1,4 @@
-"""README's Python client examples, run as they are written there against a spawned server and the
+"""The Python client examples of docs/python-client.md, run as they are written there against a spawned server and the
 mock agent; and the client's generated reference is current."""
 
 from __future__ import annotations

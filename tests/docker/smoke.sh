@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the Docker image and smoke-test a container: non-root, tini as PID 1, HEALTHCHECK healthy,
 # the token, the open-API warning, a mock session, no zombies after 20 mock `run` commands, a clean
-# `docker stop`; then README's recipe with a host project mounted at /workspace: the server runs as
+# `docker stop`; then docs/docker.md's recipe with a host project mounted at /workspace: the server runs as
 # the project's owner, which owns the data volume too, files written through /v1/fs, by the agent and
 # by upload-batch (a hostile archive refused) belong to that owner on the host, and
 # ACP_BRIDGE_UID/ACP_BRIDGE_GID hand the same data volume to another user; a project owned by root is
@@ -146,7 +146,7 @@ exit_code=$(docker inspect -f '{{.State.ExitCode}}' "$NAME")
 [ "$stop_s" -lt 10 ] || fail "docker stop took ${stop_s}s (killed at the timeout)"
 ok "docker stop: exit 0 (the server's own) in ${stop_s}s"
 
-# ---- README's recipe: a host project mounted at /workspace, a named data volume -------------------
+# ---- docs/docker.md's recipe: a host project mounted at /workspace, a named data volume -------------------
 PROJECT="$WORK/project"
 mkdir -p "$PROJECT"
 echo keep >"$PROJECT/README.txt"

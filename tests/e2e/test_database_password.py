@@ -1,4 +1,4 @@
-"""README's way to give the database password, on a real PostgreSQL server that asks for it: the URL
+"""The docs' way to give the database password, on a real PostgreSQL server that asks for it: the URL
 names no password (`ACP_BRIDGE_DATABASE_URL=postgresql://user@host/db`, or `--database-url` with it)
 and libpq reads it from `PGPASSFILE` (or `~/.pgpass`, or `PGPASSWORD`), so it is never in the bridge's
 command line (`ps`); without it the bridge does not start, saying why in one line."""
@@ -21,11 +21,12 @@ PASSWORD = "pw-" + "s3cret-of-the-fleet"
 
 
 def test_readme_recipes_keep_the_password_out_of_the_command_line() -> None:
-    readme = (ROOT / "README.md").read_text()
-    for line in readme.splitlines():
-        if "--database-url" in line or "ACP_BRIDGE_DATABASE_URL" in line:
-            assert not re.search(r"postgres(ql)?://[^/\s:@`]+:[^@\s`]+@", line), line
-    assert "PGPASSFILE" in readme
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for page in pages:
+        for line in page.read_text().splitlines():
+            if "--database-url" in line or "ACP_BRIDGE_DATABASE_URL" in line:
+                assert not re.search(r"postgres(ql)?://[^/\s:@`]+:[^@\s`]+@", line), f"{page.name}: {line}"
+    assert "PGPASSFILE" in (ROOT / "docs" / "fleets.md").read_text()
 
 
 def test_the_password_comes_from_a_pgpass_file(tmp_path: Path, postgres: PostgresServer, database_url: str) -> None:

@@ -170,7 +170,7 @@ def test_sandbox_agent_bin_finds_the_bridge_before_the_legacy_cli(tmp_path: Path
     assert answer["created"] == {"status": 200, "body": {"healthy": True, "nativeSessionId": "mock-sdk"}}
     assert answer["exit"] in ({"code": 0, "signal": None}, {"code": None, "signal": "SIGTERM"})
     assert not marker.exists()
-    # Without the variable the SDK starts the legacy CLI it finds beside it (README says so).
+    # Without the variable the SDK starts the legacy CLI it finds beside it (docs/migration.md says so).
     assert sdk_start(project, sdk_env(tmp_path))["binary"] == str(legacy)
     assert marker.exists()
 

@@ -282,7 +282,7 @@ def test_the_body_is_the_event_as_the_api_shows_it(tmp_path: Path, receiver: Rec
 
 
 def readme_receiver() -> str:
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
     marker = text.index("<!-- webhook receiver:")
     start = text.index("```python\n", marker) + len("```python\n")
     return text[start : text.index("```", start)]

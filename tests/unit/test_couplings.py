@@ -128,7 +128,22 @@ class _Served:
 
         self.calls: list[str] = []
         self.protocols: list[Any] = []
-        calls, protocols = self.calls, self.protocols
+        self.writes: list[bytes] = []  # what reached the socket's transport, write by write
+        calls, protocols, writes = self.calls, self.protocols, self.writes
+
+        class Writes:
+            """The loop's transport, its writes recorded."""
+
+            def __init__(self, transport: asyncio.Transport) -> None:
+                self.transport = transport
+
+            def write(self, data: bytes) -> None:
+                writes.append(bytes(data))
+                self.transport.write(data)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self.transport, name)
+
         base = protocol_class(Connections(ConnectionLimits(16, 5.0, 5.0, 5.0, 4)))
 
         class Recording(base):  # type: ignore[valid-type, misc]
@@ -138,7 +153,7 @@ class _Served:
 
             def connection_made(self, transport: asyncio.Transport) -> None:
                 calls.append("connection_made")
-                super().connection_made(transport)
+                super().connection_made(Writes(transport))
 
             def on_message_begin(self) -> None:
                 calls.append("on_message_begin")
@@ -232,6 +247,36 @@ async def test_uvicorn_calls_the_protocol_hooks_as_the_bridge_relies_on() -> Non
     ]
     assert "on_response_complete pipeline=1" in served.calls  # the first answer starts the queued request
     assert all(callable(abort) for abort in seen)  # the scope uvicorn made carries the bridge's extension
+
+
+async def test_uvicorn_writes_through_the_protocols_transport_which_makes_a_pass_one_write() -> None:
+    """serving.CoalescingTransport: uvicorn takes the transport the protocol hands it in
+    ``connection_made`` (``self.transport``, its cycles' too) and writes only through it, head and
+    body parts apart; what one pass of the loop writes reaches the socket as one write, an answer's
+    end at once (``on_response_complete``), in order."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["path"] == "/stream":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"one", "more_body": True})
+            await asyncio.sleep(0.05)  # a later pass
+            await send({"type": "http.response.body", "body": b"two", "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        await _ok_app(scope, receive, send)
+
+    async with _Served(app) as served:
+        answer = await served.exchange(b"GET /ok HTTP/1.1\r\nHost: a\r\n\r\n", lambda got: got.endswith(b"ok"))
+        assert answer.startswith(b"HTTP/1.1 200") and len(served.writes) == 1  # head and body: one write
+        served.writes.clear()
+        streamed = await served.exchange(
+            b"GET /stream HTTP/1.1\r\nHost: a\r\n\r\n", lambda got: got.endswith(b"0\r\n\r\n")
+        )
+        protocol = served.protocols[-1]
+        assert protocol.cycle.transport is protocol.transport  # uvicorn's cycle writes through it
+    assert b"3\r\none\r\n" in served.writes[0] and served.writes[0].startswith(b"HTTP/1.1 200")
+    assert served.writes[1:] == [b"3\r\ntwo\r\n0\r\n\r\n"]  # the rest, and the end, at once
+    assert streamed.endswith(b"3\r\ntwo\r\n0\r\n\r\n")
 
 
 class _Records(logging.Handler):
@@ -514,6 +559,52 @@ async def test_starlette_routing_and_middleware_as_the_bridge_extends_them() -> 
     # The matched route is left in the very scope the middleware passed down (metrics' template).
     assert outer_scopes[0]["route"].path == "/items/{item_id}"
     assert "/items/{item_id}" in app.openapi()["paths"]  # made from app.routes on first use
+
+
+async def test_routes_and_exception_handlers_as_the_direct_routes_read_them() -> None:
+    """api/routing.DirectRoutes serves a direct route from the middleware: it reads the routes'
+    ``path_regex``, ``path`` and ``methods`` from ``app.router.routes``, takes the child scope of
+    ``Route.matches`` (``path_params``, ``route``), and answers an error through
+    ``app.exception_handlers`` (keyed by exception class; ``Exception`` there too)."""
+    from starlette.routing import Match, Route
+
+    from app.api import routing
+
+    app = FastAPI()
+    routing.include(app, [_items])
+
+    async def failing(request: Request) -> Response:
+        raise KeyError("x")
+
+    async def handle_key_error(request: Request, exc: Exception) -> Response:
+        return JSONResponse({"handled": type(exc).__name__}, status_code=418)
+
+    app.add_exception_handler(KeyError, handle_key_error)
+    assert app.exception_handlers[KeyError] is handle_key_error
+    route = next(r for r in app.router.routes if isinstance(r, routing.BridgeRoute))
+    assert isinstance(route, Route) and route.path == "/items/{item_id}" and route.methods == {"GET"}
+    scope: dict[str, Any] = {"type": "http", "method": "GET", "path": "/items/a%2Fb", "root_path": ""}
+    match, child = route.matches(scope)
+    assert match is Match.FULL and child["path_params"] == {"item_id": "a%2Fb"} and child["route"] is route
+    direct = routing.DirectRoutes(app)
+    assert direct.find(scope) is route
+    assert direct.find({**scope, "method": "POST"}) is None  # the application says 405
+    assert direct.find({**scope, "path": "/items"}) is None
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await direct.serve(route, dict(scope), receive, send)
+    assert sent[0]["status"] == 200 and json.loads(sent[1]["body"]) == {"id": "a%2Fb", "app": "FastAPI"}
+    route.endpoint = failing  # (its direct call takes only the request)
+    route._direct = ("request", ())
+    sent.clear()
+    await direct.serve(route, dict(scope), receive, send)
+    assert sent[0]["status"] == 418 and json.loads(sent[1]["body"]) == {"handled": "KeyError"}
 
 
 async def test_starlette_responses_and_static_files_as_the_bridge_subclasses_them(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -326,6 +327,72 @@ async def test_a_batch_costs_one_transaction_and_one_notice(store: Store, monkey
     await wait_for(lambda: log.count == 51)
     assert statements == (["INSERT"] if isinstance(backend, SqliteBackend) else ["BEGIN", "COPY", "SELECT", "COMMIT"])
     assert len(hand_offs) == 1
+
+
+async def test_a_small_batch_is_committed_on_the_event_loop_while_the_writer_thread_is_idle(tmp_path: Path) -> None:
+    """A turn's few events: committed at the end of the loop's pass, on the loop, by one prepared
+    statement, and shown right after, with no hand-off to the writer thread and back."""
+    store = new_store(tmp_path)
+    store.CHECKPOINT_IDLE = 60.0  # no housekeeping of the writer thread within the test
+    store.open()
+    try:
+        log = SessionEventLog("s1", store)
+        fill(log, 1)
+        assert await log.settled(5)  # the session's row: a transaction of the writer thread
+        threads: list[str] = []
+        backend = store.backend
+        write = backend.write
+
+        def recording(events: list[StoredEvent]) -> dict[str, int]:
+            threads.append(threading.current_thread().name)
+            marks: dict[str, int] = write(events)
+            return marks
+
+        backend.write = recording
+        for turn in range(3):
+            fill(log, 3, 1 + turn * 3)
+            assert log.visible_sequence == 1 + turn * 3  # not before the commit
+            assert await log.settled(5)
+        assert threads == ["MainThread"] * 3 and store.inline_commits == 3
+        assert seqs(store.read("s1", 0, None)) == list(range(1, 11))
+    finally:
+        store.close()
+
+
+async def test_a_batch_waits_behind_what_the_writer_thread_has_not_committed(tmp_path: Path) -> None:
+    """While the writer thread writes (or holds a batch it took), the loop's next batch goes to it
+    too, after it: the order holds."""
+    store = new_store(tmp_path)
+    store.open()
+    try:
+        log = SessionEventLog("s1", store)
+        fill(log, 1)
+        assert await log.settled(5)
+        release = threading.Event()
+        entered = threading.Event()
+        backend = store.backend
+        write = backend.write
+
+        def slow(events: list[StoredEvent]) -> dict[str, int]:
+            if threading.current_thread().name == "event-writer":
+                entered.set()
+                release.wait(10)
+            marks: dict[str, int] = write(events)
+            return marks
+
+        backend.write = slow
+        fill(log, 40, 1)  # more than a loop commits itself: the writer thread's
+        await asyncio.sleep(0)
+        assert await asyncio.to_thread(entered.wait, 10)
+        inline = store.inline_commits
+        fill(log, 2, 41)  # small, but the writer thread has not committed what it took
+        await asyncio.sleep(0)
+        assert store.inline_commits == inline and store.flushed_sequence("s1") == 1
+        release.set()
+        assert await log.settled(5)
+        assert seqs(store.read("s1", 0, None)) == list(range(1, 44))
+    finally:
+        store.close()
 
 
 async def test_settled_waits_until_what_was_appended_is_committed(store: Store) -> None:

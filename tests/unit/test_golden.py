@@ -121,7 +121,7 @@ DATA_SCHEMA = {
 PART_KEYS = {
     part["properties"]["type"]["enum"][0]: set(part["properties"]) for part in CONTRACT["ContentPart"]["oneOf"]
 }
-# What the bridge adds inside a legacy value, documented (README): the stop reason of a turn, what
+# What the bridge adds inside a legacy value, documented (docs/events.md): the stop reason of a turn, what
 # it used (tokens, cost) and the context window.
 TURN_METADATA = {"stopReason", "usage", "cost", "context"}
 

@@ -1,5 +1,5 @@
 """docs/kubernetes/fleet.yaml is valid Kubernetes (every object against the schemas that the
-``kubernetes-validate`` package ships, offline, strict: no unknown field) and is the fleet README
+``kubernetes-validate`` package ships, offline, strict: no unknown field) and is the fleet docs/fleets.md
 describes: the advertised address from the pod IP, the database URL from a Secret, readiness on
 ``/v1/health``, a preStop that lets leases move, a headless Service for the bridges."""
 

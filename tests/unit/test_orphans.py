@@ -101,6 +101,26 @@ def test_this_run_records_starts_and_stops(tmp_path: Path, spawned: list[subproc
     assert ProcessRegistry(tmp_path / "processes").sweep().groups == 1
 
 
+def test_a_group_gone_before_its_start_was_written_leaves_no_line(
+    tmp_path: Path, spawned: list[subprocess.Popen[bytes]]
+) -> None:
+    """A step that ends (and is reaped) before the writer thread records its start leaves neither
+    line: its stop alone would be a group the file never had."""
+    proc = _group(spawned)
+    proc.kill()
+    proc.wait()
+    registry = ProcessRegistry(tmp_path / "processes")
+    registry.open()
+    registry.started(proc.pid)  # already gone when the writer looks
+    registry.stopped(proc.pid)
+    mark = tmp_path / "mark"
+    registry.made_dir(mark)  # returns once written: the lines before it are too
+    lines = registry.path.read_text().splitlines()
+    registry.removed_dir(mark)
+    registry.close()
+    assert not [line for line in lines if line.startswith(("+ ", "- "))], lines
+
+
 def test_a_stale_private_data_dir_has_its_leftovers_ended(
     tmp_path: Path, spawned: list[subprocess.Popen[bytes]]
 ) -> None:

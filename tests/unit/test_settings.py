@@ -1,4 +1,4 @@
-"""Settings: each described once (its field), README's table is the generated one, the flags are
+"""Settings: each described once (its field), the table of docs/configuration.md is the generated one, the flags are
 exactly the legacy ones and belong to settings, list values parse, flags win over variables, the
 start-up line and the open-API warning."""
 
@@ -23,11 +23,11 @@ START = "<!-- settings: `acp-rest-bridge settings` prints this table; a test kee
 END = "<!-- /settings -->"
 
 
-def test_readme_table_is_the_generated_one() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert START in readme and END in readme
-    table = readme.split(START, 1)[1].split(END, 1)[0]
-    assert table == render(), "README.md's settings table is stale: paste `acp-rest-bridge settings` in"
+def test_the_docs_table_is_the_generated_one() -> None:
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    assert START in page and END in page
+    table = page.split(START, 1)[1].split(END, 1)[0]
+    assert table == render(), "docs/configuration.md's settings table is stale: paste `acp-rest-bridge settings` in"
 
 
 # The flags of `acp-rest-bridge server` as legacy spelled them: (option strings, what argparse does

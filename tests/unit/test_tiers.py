@@ -166,7 +166,7 @@ def test_the_pypi_fixture_gives_the_configured_index(request: pytest.FixtureRequ
 
 
 def test_the_documented_fast_tier_is_the_tiers() -> None:
-    # README.md today; CONTRIBUTING.md once the test infrastructure moves there.
+    # CONTRIBUTING.md (README.md before the test infrastructure moved there).
     documents = [ROOT / name for name in ("README.md", "CONTRIBUTING.md") if (ROOT / name).exists()]
     assert any(f'-m "{tiers.FAST}"' in path.read_text(encoding="utf-8") for path in documents)
     assert "from tests.tiers import FAST" in (ROOT / "scripts" / "check").read_text(encoding="utf-8")
