@@ -491,11 +491,13 @@ class GuardedHttpTools(HttpToolsProtocol):
             return
         self.waiting = False
         self._open()
-        if self.held:  # what came before reading stopped
+        # Reading resumes first (nothing arrives before this returns): a pause that parsing what
+        # came before reading stopped calls for (pipelined requests held, a large body) then stays.
+        if not self.transport.is_closing():
+            self.flow.resume_reading()
+        if self.held:
             held, self.held = self.held, b""
             self._parse(held)
-        if self.admitted and not self.held and not self.transport.is_closing():
-            self.flow.resume_reading()
 
     def refuse(self) -> None:
         """No room at the cap in time: 503, then the end of the server's writes; what the client

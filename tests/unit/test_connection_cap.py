@@ -168,6 +168,30 @@ async def test_no_room_in_time_is_a_503_and_beyond_the_waiting_room_a_reset(capl
     assert "1 waited for room" in caplog.text
 
 
+async def test_a_client_that_gives_up_waiting_leaves_the_line_and_counts_for_nothing() -> None:
+    """A waiting connection whose client closes is out of the line (the next moves up, a place in the
+    waiting room is free again) and was never one of the open ones; a 503'd one that closes frees
+    its place too."""
+    connections = Connections(ConnectionLimits(1, 15, 30, admit_wait=2.0), clock=lambda: 0.0)
+    connections.spare = 2  # (the least a real cap has is WAIT_MIN)
+    busy, first, second, third = Conn("busy"), Conn("first"), Conn("second"), Conn("third")
+    assert admit(connections, busy, 0.0) == "open"
+    connections.busy(guarded(busy))
+    assert admit(connections, first, 0.1) == "wait" and admit(connections, second, 0.2) == "wait"
+    assert admit(connections, third, 0.3) == "reset"
+    connections.release(guarded(first))  # its client gave up
+    assert connections.open == 1 and list(connections.waiting) == [guarded(second)]
+    assert admit(connections, third, 1.5) == "wait"
+    connections.pump(2.2)  # second has waited 2 s: 503; third not yet
+    assert second.refused and not third.refused and connections.refusing == {guarded(second)}
+    connections.release(guarded(second))  # the refused client read its 503 and closed
+    assert not connections.refusing and connections.open == 1
+    connections.idle_again(guarded(busy), 2.3)
+    connections.pump(2.3 + IDLE_GRACE)  # busy has been idle a second: room for third (waited 1.8 s)
+    assert busy.closed and third.entered and connections.open == 1
+    assert connections.totals == {**connections.totals, "waited": 1, "refused": 1, "reset": 1, "made room": 1}
+
+
 def test_the_default_cap_is_a_share_of_the_open_file_limit() -> None:
     assert connection_cap(100, 1_000_000) == 100
     assert connection_cap(0, 1024) == 512
