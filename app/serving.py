@@ -35,7 +35,8 @@ memory without limit. ``GuardedHttpTools`` is uvicorn's httptools protocol (give
   and each part of its body as they come; what one pass writes goes out as one ``send`` (a JSON
   answer's head and body, a stream's head and first events), an answer's end at once.
 
-What was refused or closed is counted and logged in one line at most every ``LOG_INTERVAL`` seconds.
+What waited, was refused, reset or closed is counted and logged in one line at most every
+``LOG_INTERVAL`` seconds.
 """
 
 from __future__ import annotations
