@@ -20,11 +20,14 @@ memory without limit. ``GuardedHttpTools`` is uvicorn's httptools protocol (give
 - a bound on pipelined requests: once ``pipeline_limit`` wait behind the running one, what the client
   sent beyond them is kept unparsed (reading stops) until answers go out; more than ``HELD_LIMIT``
   bytes of it close the connection;
-- a cap on open connections. At the cap, the connection stuck writing longest (its reader has
-  taken nothing for ``STUCK_GRACE``) is closed to make room, else the one idle longest (no request
-  running: it has not sent a complete head yet, or waits between requests) if it has been so for
-  ``IDLE_GRACE``; otherwise the new connection is refused at once. So a flood of idle connections or of readers
-  that never read cannot keep a client out whose requests come quickly, and a client's new
+- a cap on open connections. At the cap, a new connection makes room by closing the connection
+  whose reader has taken nothing longest (for ``STUCK_GRACE``: any byte it takes starts that
+  anew), else the one idle longest (no request running: it has not sent a complete head yet, or
+  waits between requests) if it has been so for ``IDLE_GRACE``. If none is old enough yet, the new
+  connection waits, unread, until one is (oldest first), for ``ADMIT_WAIT`` at most: then it is
+  answered 503 with ``Connection: close``. Beyond the waiting room (``WAIT_SHARE`` of the cap) a
+  new connection is reset at once. So a flood of idle connections or of readers that never read,
+  however fast it comes, cannot keep a client out whose requests come quickly, and a client's new
   connection is not closed while it is sending its first request;
 - ``scope["extensions"]["acp-rest-bridge.abort"]``: closes the connection at once, unsent data
   dropped, for a response that gives up on its reader (``api/sse.py``);
@@ -32,23 +35,26 @@ memory without limit. ``GuardedHttpTools`` is uvicorn's httptools protocol (give
   and each part of its body as they come; what one pass writes goes out as one ``send`` (a JSON
   answer's head and body, a stream's head and first events), an answer's end at once.
 
-What was refused or closed is counted and logged in one line at most every ``LOG_INTERVAL`` seconds.
+What waited, was refused, reset or closed is counted and logged in one line at most every
+``LOG_INTERVAL`` seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import resource
 import socket
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from app.api.middleware import ABORT_EXTENSION
+from app.errors import ServiceUnavailable
 
 log = logging.getLogger("acp_rest_bridge.connections")
 
@@ -57,6 +63,20 @@ IDLE_GRACE = 1.0
 # A connection whose reader has taken nothing for this long may be closed to make room (a client
 # that reads takes what it is sent within milliseconds).
 STUCK_GRACE = 0.25
+# A new connection at the cap waits at most this long for one of the above to be old enough, then is
+# answered 503: the connections that arrived with it in one burst are all younger than the graces.
+ADMIT_WAIT = 5.0
+# Connections beyond the cap that wait or are being answered 503: this share of the cap, at least
+# WAIT_MIN; a connection beyond those is reset at once.
+WAIT_SHARE = 0.25
+WAIT_MIN = 16
+# After its 503 (and the end of the server's writes), what a refused client still sends is read and
+# dropped until it closes, this long at most: closing with its request unread would reset the
+# connection, which can destroy the 503 before the client reads it.
+LINGER = 2.0
+# Connections stuck writing looked at for progress per decision at the cap (each one that made
+# progress goes to the back of the line).
+REFRESH_LIMIT = 64
 # At most one log line per this many seconds.
 LOG_INTERVAL = 10.0
 # With no cap set: this share of the open-file limit, the rest left to agents, terminals and files.
@@ -159,6 +179,23 @@ class CoalescingTransport:
         return getattr(self.transport, name)
 
 
+def refusal(max_connections: int, admit_wait: float) -> bytes:
+    """The answer of a connection that found no room at the cap: 503 ProblemDetails, closed after."""
+    error = ServiceUnavailable(
+        f"the server has {max_connections} open connections, its most (ACP_BRIDGE_MAX_CONNECTIONS), and none "
+        f"could be closed for this one within {admit_wait:g} s; try again"
+    )
+    body = json.dumps(error.problem()).encode()
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nretry-after: 1\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+Admission = Literal["open", "wait", "reset"]
+
+
 @dataclass
 class ConnectionLimits:
     max_connections: int
@@ -166,14 +203,22 @@ class ConnectionLimits:
     body_timeout: float
     write_timeout: float = 30.0
     pipeline_limit: int = 4
+    admit_wait: float = ADMIT_WAIT
 
 
 class Connections:
     """What every connection of the server shares: the count, the idle ones and the ones stuck
-    writing (oldest first), the counters of the log line."""
+    writing (oldest first), the ones waiting for room at the cap, the counters of the log line."""
 
-    def __init__(self, limits: ConnectionLimits, trim: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        limits: ConnectionLimits,
+        trim: Callable[[], None] | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         self.limits = limits
+        # The event loop's time (the protocol's ``now``); a test may give its own.
+        self.clock = clock or (lambda: asyncio.get_running_loop().time())
         # Hands freed memory back to the system (``malloc_trim``), run in a thread once many
         # connections have closed: what a flood of them held is not kept by the process.
         self.trim = trim
@@ -181,38 +226,135 @@ class Connections:
         self._trim_timer: asyncio.TimerHandle | None = None
         self.open = 0
         self.idle: OrderedDict[GuardedHttpTools, float] = OrderedDict()  # -> idle since (loop time)
-        self.stuck: OrderedDict[GuardedHttpTools, float] = OrderedDict()  # -> writes waiting since
-        self.counts = {"refused": 0, "made room": 0, "stuck made room": 0, "head": 0, "body": 0, "write": 0, "held": 0}
+        self.stuck: OrderedDict[GuardedHttpTools, float] = OrderedDict()  # -> its reader took nothing since
+        self.waiting: OrderedDict[GuardedHttpTools, float] = OrderedDict()  # -> arrived at the cap
+        self.refusing: set[GuardedHttpTools] = set()  # answered 503, not closed yet
+        self.spare = max(WAIT_MIN, int(limits.max_connections * WAIT_SHARE))
+        self.refusal = refusal(limits.max_connections, limits.admit_wait)
+        self._wake: asyncio.TimerHandle | None = None
+        self._wake_when = 0.0
+        self.counts = {
+            "waited": 0,
+            "refused": 0,
+            "reset": 0,
+            "made room": 0,
+            "stuck made room": 0,
+            "head": 0,
+            "body": 0,
+            "write": 0,
+            "held": 0,
+        }
         self.totals = dict(self.counts)
+        self.longest_wait = 0.0  # of the connections counted in this log line's "waited"
         self._flush: asyncio.TimerHandle | None = None
         self._last_line = float("-inf")
 
-    def admit(self, connection: GuardedHttpTools, now: float) -> bool:
-        if self.open >= self.limits.max_connections:
-            # A connection whose reader takes nothing goes first (the oldest of them), then the one
-            # idle longest: an idle kept-alive connection is a client that reads, and closing it races
-            # with its next request.
-            idle = next(iter(self.idle.items()), None)
-            stuck = next(iter(self.stuck.items()), None)
-            if idle is not None and now - idle[1] < IDLE_GRACE:
-                idle = None
-            if stuck is not None and now - stuck[1] < STUCK_GRACE:
-                stuck = None
-            if idle is None and stuck is None:
+    def admit(self, connection: GuardedHttpTools, now: float) -> Admission:
+        """``open``: counted in now. ``wait``: no room yet; ``pump`` lets it in (``enter``) or answers
+        it 503 (``refuse``) later. ``reset``: no room and none to wait in."""
+        if self.waiting:
+            self.pump(now)  # those that came first go first
+        if not self.waiting and (self.open < self.limits.max_connections or self._make_room(now)):
+            self._count_in(connection, now)
+            return "open"
+        if len(self.waiting) + len(self.refusing) >= self.spare:
+            self.note("reset")
+            log.debug("connection from %s reset: %d wait at the cap", connection.peer(), len(self.waiting))
+            return "reset"
+        self.waiting[connection] = now
+        self._schedule(now)
+        return "wait"
+
+    def pump(self, now: float) -> None:
+        """Lets in the waiting connections, oldest first, as long as there is room or room can be
+        made; answers 503 to one that waited ``admit_wait``; sets the timer for the next look."""
+        while self.waiting:
+            connection, since = next(iter(self.waiting.items()))
+            if self.open < self.limits.max_connections or self._make_room(now):
+                del self.waiting[connection]
+                self._count_in(connection, now)
+                self.note("waited")
+                self.longest_wait = max(self.longest_wait, now - since)
+                self._hand_over(connection.enter)
+            elif now - since >= self.limits.admit_wait:
+                del self.waiting[connection]
+                self.refusing.add(connection)
                 self.note("refused")
-                return False
-            if stuck is not None:
-                self.release(stuck[0])
-                stuck[0].abort()  # what its reader has not taken is dropped
-                self.note("stuck made room")
-            elif idle is not None:
-                self.release(idle[0])  # counted out now: its close is reported later
-                idle[0].close_idle()
-                self.note("made room")
+                log.debug("connection from %s answered 503: no room for %.1f s", connection.peer(), now - since)
+                self._hand_over(connection.refuse)
+            else:
+                break
+        self._schedule(now)
+
+    def _hand_over(self, step: Callable[[], None]) -> None:
+        try:
+            step()
+        except Exception:  # one connection's failure stops no other
+            log.exception("a connection waiting at the cap could not be let in or answered")
+
+    def _make_room(self, now: float) -> bool:
+        """Closes the connection whose reader has taken nothing longest, if for ``STUCK_GRACE``, else
+        the one idle longest, if for ``IDLE_GRACE``; whether one was closed."""
+        for _ in range(REFRESH_LIMIT):
+            head = next(iter(self.stuck.items()), None)
+            if head is None or now - head[1] < STUCK_GRACE:
+                break
+            stuck, since = head
+            if stuck.write_progress(now) > since:  # its reader took something since: back of the line
+                self.stuck[stuck] = now
+                self.stuck.move_to_end(stuck)
+                continue
+            self.release(stuck)
+            stuck.abort()  # what its reader has not taken is dropped
+            self.note("stuck made room")
+            log.debug(
+                "connection from %s closed for room: its reader took nothing for %.2f s", stuck.peer(), now - since
+            )
+            return True
+        idle = next(iter(self.idle.items()), None)
+        if idle is not None and now - idle[1] >= IDLE_GRACE:
+            # Last: an idle kept-alive connection is a client that reads, and closing it races with
+            # its next request.
+            self.release(idle[0])  # counted out now: its close is reported later
+            idle[0].close_idle()
+            self.note("made room")
+            log.debug("connection from %s closed for room: idle for %.2f s", idle[0].peer(), now - idle[1])
+            return True
+        return False
+
+    def _count_in(self, connection: GuardedHttpTools, now: float) -> None:
         self.open += 1
         connection.counted = True
         self.idle[connection] = now
-        return True
+
+    def _schedule(self, now: float) -> None:
+        """The next look for waiting connections: when the first of them has waited ``admit_wait``,
+        or the oldest candidate to make room becomes old enough, if sooner."""
+        if not self.waiting:
+            if self._wake is not None:
+                self._wake.cancel()
+                self._wake = None
+            return
+        when = next(iter(self.waiting.values())) + self.limits.admit_wait
+        stuck = next(iter(self.stuck.values()), None)
+        if stuck is not None:
+            when = min(when, stuck + STUCK_GRACE)
+        idle = next(iter(self.idle.values()), None)
+        if idle is not None:
+            when = min(when, idle + IDLE_GRACE)
+        self._wake_at(max(when, now + 0.01))  # (a head whose progress was not looked at yet: soon)
+
+    def _wake_at(self, when: float) -> None:
+        if self._wake is not None:
+            if self._wake_when <= when:
+                return  # that look sets the next one
+            self._wake.cancel()
+        self._wake_when = when
+        self._wake = asyncio.get_running_loop().call_later(max(0.0, when - self.clock()), self._woken)
+
+    def _woken(self) -> None:
+        self._wake = None
+        self.pump(self.clock())
 
     def release(self, connection: GuardedHttpTools) -> None:
         if connection.counted:
@@ -221,8 +363,12 @@ class Connections:
             self._closed += 1
             if self._closed >= TRIM_AFTER and self._trim_timer is None and self.trim is not None:
                 self._trim_timer = asyncio.get_running_loop().call_later(TRIM_DELAY, self._trim_heap)
+            if self.waiting:  # room for the first of them
+                self._wake_at(self.clock())
         self.idle.pop(connection, None)
         self.stuck.pop(connection, None)
+        self.waiting.pop(connection, None)
+        self.refusing.discard(connection)
 
     def _trim_heap(self) -> None:
         self._trim_timer = None
@@ -237,10 +383,16 @@ class Connections:
         if connection.counted:
             self.idle[connection] = now
             self.idle.move_to_end(connection)
+            if self.waiting:
+                self._wake_at(now + IDLE_GRACE)
 
     def writing_stuck(self, connection: GuardedHttpTools, now: float) -> None:
+        """Its transport paused: what it was sent waits for its reader (since ``now``)."""
         if connection.counted:
             self.stuck[connection] = now
+            self.stuck.move_to_end(connection)
+            if self.waiting:
+                self._wake_at(now + STUCK_GRACE)
 
     def writing_again(self, connection: GuardedHttpTools) -> None:
         self.stuck.pop(connection, None)
@@ -258,10 +410,16 @@ class Connections:
         self._flush = None
         self._last_line = asyncio.get_running_loop().time()
         counts, self.counts = self.counts, dict.fromkeys(self.counts, 0)
+        longest, self.longest_wait = self.longest_wait, 0.0
         limits = self.limits
+        cap = f"at the cap of {limits.max_connections} open connections"
         parts = []
+        if counts["waited"]:
+            parts.append(f"{counts['waited']} waited for room {cap} (at most {longest:.1f} s)")
         if counts["refused"]:
-            parts.append(f"{counts['refused']} refused at the cap of {limits.max_connections} open connections")
+            parts.append(f"{counts['refused']} refused {cap} (503: no room within {limits.admit_wait:g} s)")
+        if counts["reset"]:
+            parts.append(f"{counts['reset']} reset {cap} ({self.spare} already waiting)")
         if counts["made room"]:
             parts.append(f"{counts['made room']} idle ones closed to make room at the cap")
         if counts["stuck made room"]:
@@ -287,17 +445,21 @@ class GuardedHttpTools(HttpToolsProtocol):
     gives it its ``Connections`` as ``guard``)."""
 
     guard: ClassVar[Connections]
-    admitted = False
+    admitted = False  # counted in: requests are read and answered
+    waiting = False  # at the cap, unread, until ``enter`` or ``refuse``
+    refusing = False  # answered 503, what it sends read and dropped until it closes
     counted = False
     head_deadline: asyncio.TimerHandle | None = None
     body_deadline: asyncio.TimerHandle | None = None
+    linger_deadline: asyncio.TimerHandle | None = None
     body_seen = 0.0
     body_done = True
     # Writes: the deadline's timer, when the buffer last shrank, its size then.
     write_deadline: asyncio.TimerHandle | None = None
     write_seen = 0.0
     write_left = 0
-    # What the client sent beyond ``pipeline_limit`` waiting requests, not parsed yet.
+    # What the client sent beyond ``pipeline_limit`` waiting requests (or while it waited for room),
+    # not parsed yet.
     held = b""
     # The running answer has been written, not yet taken by the reader: the next pipelined request
     # starts when it has.
@@ -305,18 +467,60 @@ class GuardedHttpTools(HttpToolsProtocol):
 
     # ---- the connection ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        if not self.guard.admit(self, self.loop.time()):
+        self.transport = transport  # (read by the guard's log lines before uvicorn sets it)
+        admission = self.guard.admit(self, self.loop.time())
+        if admission == "reset":
             transport.abort()  # at once, no lingering descriptor
             return
-        self.admitted = True
         super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
-        limit_unsent(transport)
+        if admission == "open":
+            self._open()
+        else:
+            self.waiting = True
+            # Its request waits in the kernel until it is let in. (uvloop starts reading after
+            # ``connection_made`` all the same: what its first read brings is kept, see data_received.)
+            self.flow.pause_reading()
+
+    def _open(self) -> None:
+        self.admitted = True
+        limit_unsent(self.transport)
         self._arm_head()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.admitted:
+    def enter(self) -> None:
+        """Let in after waiting at the cap (counted in by the guard)."""
+        if not self.waiting:
             return
-        self.admitted = False
+        self.waiting = False
+        self._open()
+        # Reading resumes first (nothing arrives before this returns): a pause that parsing what
+        # came before reading stopped calls for (pipelined requests held, a large body) then stays.
+        if not self.transport.is_closing():
+            self.flow.resume_reading()
+        if self.held:
+            held, self.held = self.held, b""
+            self._parse(held)
+
+    def refuse(self) -> None:
+        """No room at the cap in time: 503, then the end of the server's writes; what the client
+        still sends is read and dropped until it closes, ``LINGER`` seconds at most."""
+        if not self.waiting:
+            return
+        self.waiting = False
+        self.refusing = True
+        self.held = b""
+        transport = self.transport
+        transport.write(self.guard.refusal)
+        if isinstance(transport, CoalescingTransport):
+            transport.flush()  # before the end of the writes, which is not deferred
+        if transport.can_write_eof():
+            transport.write_eof()
+        self.flow.resume_reading()
+        self.linger_deadline = self.loop.call_later(LINGER, self.transport.abort)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not (self.admitted or self.waiting or self.refusing):
+            return  # reset at the cap: uvicorn never saw it
+        self.admitted = self.waiting = self.refusing = False
         self.guard.release(self)
         self._cancel_deadlines()
         self.held = b""
@@ -326,12 +530,15 @@ class GuardedHttpTools(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if not self.admitted:
-            return
-        if self.held:  # reading was resumed (a request's receive) while requests wait: keep it too
-            self._hold(self.held + data)
-            return
-        self._parse(data)
+        if self.admitted:
+            if self.held:  # reading was resumed (a request's receive) while requests wait: keep it too
+                self._hold(self.held + data)
+                return
+            self._parse(data)
+        elif self.waiting:  # the one read uvloop makes despite the pause: kept, and reading stops
+            self.held += data
+            self.transport.pause_reading()  # (``flow`` says paused already)
+        # refusing: dropped
 
     def _hold(self, data: bytes) -> None:
         self.flow.pause_reading()
@@ -368,6 +575,14 @@ class GuardedHttpTools(HttpToolsProtocol):
     def abort(self) -> None:
         if self.admitted:
             self.transport.abort()
+
+    def peer(self) -> str:
+        """The client's address, for the log."""
+        try:
+            host, port = self.transport.get_extra_info("peername")[:2]
+        except (AttributeError, TypeError, ValueError):
+            return "?"
+        return f"{host}:{port}"
 
     # ---- the request head -------------------------------------------------------------------
     def on_message_begin(self) -> None:
@@ -449,6 +664,15 @@ class GuardedHttpTools(HttpToolsProtocol):
             self.complete_pending = False
             self._response_complete()
 
+    def write_progress(self, now: float) -> float:
+        """When its reader last took something of what waits to be written (looked at ``now``)."""
+        if self.admitted:
+            left = self.transport.get_write_buffer_size()
+            if left < self.write_left:  # the reader took some: progress
+                self.write_left = left
+                self.write_seen = now
+        return self.write_seen
+
     def _write_check(self) -> None:
         """One timer per stuck write: looked at every ``write_timeout``; the connection is aborted
         when its buffer did not shrink since the last look."""
@@ -456,10 +680,9 @@ class GuardedHttpTools(HttpToolsProtocol):
         if not self.admitted or not self.flow.write_paused:
             return
         now = self.loop.time()
-        left = self.transport.get_write_buffer_size()
-        if left < self.write_left:  # the reader took some: progress
-            self.write_left = left
-            self.write_seen = now
+        seen = self.write_seen
+        if self.write_progress(now) > seen:
+            self.guard.writing_stuck(self, now)  # (to the back of the line to make room)
         due = self.write_seen + self.guard.limits.write_timeout
         if due <= now:
             self.guard.note("write")
@@ -496,10 +719,10 @@ class GuardedHttpTools(HttpToolsProtocol):
             self.guard.idle_again(self, self.loop.time())
 
     def _cancel_deadlines(self) -> None:
-        for handle in (self.head_deadline, self.body_deadline, self.write_deadline):
+        for handle in (self.head_deadline, self.body_deadline, self.write_deadline, self.linger_deadline):
             if handle is not None:
                 handle.cancel()
-        self.head_deadline = self.body_deadline = self.write_deadline = None
+        self.head_deadline = self.body_deadline = self.write_deadline = self.linger_deadline = None
 
 
 def protocol_class(connections: Connections) -> type[GuardedHttpTools]:

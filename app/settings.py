@@ -232,9 +232,11 @@ class Settings(BaseSettings):
 
     max_connections: int = Field(
         0,
-        description="open connections beyond which a new one is refused at once, unless one idle for 1 s can be "
-        "closed for it (0: half the open-file limit, at most 10,000; the soft limit is raised to the hard one at "
-        "start)",
+        description="open connections at most; at the cap a new one makes room by closing the one whose reader "
+        "has taken nothing longest (for 0.25 s), else the one idle longest (for 1 s); while there is none such, it "
+        "waits, unread, until there is or one closes, 5 s at most, then is answered 503; with a quarter of the cap "
+        "(at least 16) waiting, one more is reset at once (0: half the open-file limit, at most 10,000; the soft "
+        "limit is raised to the hard one at start)",
     )
     header_timeout: float = Field(
         15.0,

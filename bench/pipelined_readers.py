@@ -70,7 +70,7 @@ def flood(port: int, connections: int, pipelined: int) -> Iterator[list[socket.s
                 sock.settimeout(0)
                 sock.send(burst)  # one write; what the kernel does not take now is not sent again
             except OSError:
-                pass  # refused at the cap
+                pass  # reset at the cap (its waiting room full)
             socks.append(sock)
         yield socks
     finally:

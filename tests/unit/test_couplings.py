@@ -327,6 +327,29 @@ async def test_uvicorn_keeps_head_from_its_own_scope_and_reports_unfinished_resp
             logger.removeHandler(records)
 
 
+async def test_uvicorn_lets_a_connection_wait_unread_and_closes_it_at_eof_and_at_shutdown() -> None:
+    """A connection waiting at the cap has had uvicorn's ``connection_made`` (which only records it:
+    transport, ``flow``), and reading paused; one answered 503 is closed when its client closes
+    (``eof_received`` returns nothing true); at a stop, uvicorn's ``shutdown`` closes a connection
+    that never started a request (one still waiting)."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    assert parameters(HttpToolsProtocol.eof_received) == ["self"]
+    assert parameters(HttpToolsProtocol.shutdown) == ["self"]
+    async with _Served(_ok_app) as served:
+        _, writer = await asyncio.open_connection("127.0.0.1", served.port)
+        assert await wait_until_async(lambda: len(served.protocols) == 1, 10)
+        protocol = served.protocols[0]
+        assert protocol.cycle is None and protocol in protocol.server_state.connections
+        assert not protocol.eof_received()  # the transport closes itself at the client's EOF
+        protocol.flow.pause_reading()  # as a connection waiting at the cap
+        writer.write(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        await writer.drain()
+    # The server stopped (within _Served's 10 s): the waiting connection was closed by shutdown().
+    assert served.calls[-1] == "connection_lost"
+    writer.close()
+
+
 # ---- httptools and the event loop's transports -------------------------------------------------
 def test_httptools_calls_back_within_feed_data_head_by_head() -> None:
     """``GuardedHttpTools._parse`` feeds uvicorn's parser one request head at a time and counts the
@@ -400,6 +423,63 @@ async def _pause_at_once() -> None:
         transport.close()
     finally:
         far.close()
+
+
+@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
+def test_a_transport_paused_from_its_first_read_delivers_nothing_more_until_resumed(loop_name: str) -> None:
+    """A connection waiting at the cap pauses reading in ``connection_made``: asyncio then delivers
+    nothing; uvloop starts reading after ``connection_made`` all the same, so ``GuardedHttpTools``
+    keeps what that read brings and pauses the transport again from ``data_received``, after which
+    nothing more may come until it is let in (``resume_reading``)."""
+    if loop_name == "uvloop":
+        uvloop = pytest.importorskip("uvloop", reason="uvloop is not installed here (it is on Linux)")
+        loop = uvloop.new_event_loop()
+    else:
+        loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(_paused_from_the_start())
+    finally:
+        loop.close()
+
+
+async def _paused_from_the_start() -> None:
+    received: list[bytes] = []
+    made: list[asyncio.Transport] = []
+
+    class Waiting(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            made.append(transport)  # type: ignore[arg-type]  # (uvloop's is no asyncio.Transport subclass)
+            made[0].pause_reading()
+
+        def data_received(self, data: bytes) -> None:
+            received.append(data)
+            made[0].pause_reading()  # paused already, as far as the protocol knows
+
+    async def turns() -> None:  # turns of the loop in which data would come
+        for _ in range(20):
+            await asyncio.sleep(0.005)
+
+    server = await asyncio.get_running_loop().create_server(Waiting, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /a HTTP/1.1\r\nHost: a\r\n\r\n")
+        await writer.drain()
+        assert await wait_until_async(lambda: bool(made), 10)
+        await turns()
+        first = b"".join(received)
+        assert first in (b"", b"GET /a HTTP/1.1\r\nHost: a\r\n\r\n")  # uvloop 0.23: the latter
+        writer.write(b"GET /b HTTP/1.1\r\nHost: a\r\n\r\n")
+        await writer.drain()
+        await turns()
+        assert b"".join(received) == first  # nothing more while paused
+        made[0].resume_reading()
+        assert await wait_until_async(lambda: b"".join(received).endswith(b"/b HTTP/1.1\r\nHost: a\r\n\r\n"), 10)
+        writer.close()
+        made[0].close()
+    finally:
+        server.close()
+        await server.wait_closed()
 
 
 # ---- FastAPI and Starlette: routes, middleware, responses, static files -------------------------
