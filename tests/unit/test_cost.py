@@ -6,8 +6,10 @@ what the benchmarks in ``bench/`` do, side by side with the anchor.
 
 The budgets were measured on the versions ``BUDGETS_ENVIRONMENT`` names (CPython and the packages
 the path runs through, as ``constraints.txt`` pins them) and hold there with ``HEADROOM``; with other
-versions (the suite's run on Debian's Python with the lowest versions) only what no library or
-Python release changes is held: the bridge's own calls and the store's statements.
+versions (the suite's run on Debian's Python with the lowest versions) what depends least on them
+is held: the store's statements exactly, the bridge's own calls within ``OTHER_VERSIONS_HEADROOM``
+(an older uvloop pauses and resumes writing once per answer, which the bridge's transport hooks
+follow: 8 calls more per request with uvloop 0.19).
 
 Re-baselining (README, "Tests"): after a change that costs less, or one whose extra cost is meant,
 run ``.venv/bin/python -m tests.cost`` and write its figures below, saying why in the commit.
@@ -44,6 +46,8 @@ BUDGETS_ENVIRONMENT = {
 HEADROOM = 0.03
 # What is held whatever the versions: the bridge's own code and its statements.
 PORTABLE = ("bridge_calls", "statements")
+# With other versions than the budgets': how much more of the bridge's own calls is let pass.
+OTHER_VERSIONS_HEADROOM = 0.25
 
 
 def environment() -> dict[str, str]:
@@ -63,7 +67,8 @@ def test_requests_cost_no_more_than_their_budgets(tmp_path: Path) -> None:
                 continue
             allowed = getattr(budget, field.name)
             measured = getattr(cost, field.name)
-            if measured > allowed + max(1, int(allowed * HEADROOM)) * (field.name != "statements"):
+            headroom = HEADROOM if pinned else OTHER_VERSIONS_HEADROOM
+            if measured > allowed + max(1, int(allowed * headroom)) * (field.name != "statements"):
                 over.append(f"{name}: {field.name} {measured:,} > budget {allowed:,}")
     shown = "\n".join(f"  {name:18} {cost}" for name, cost in costs.items())
     assert not over, "costs over budget:\n  " + "\n  ".join(over) + f"\nmeasured:\n{shown}"
