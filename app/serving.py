@@ -127,25 +127,32 @@ def limit_unsent(transport: asyncio.BaseTransport) -> None:
         pass
 
 
+# Writes of one pass up to this many bytes together are joined into one; larger ones go as they are.
+JOIN_LIMIT = 16 * 1024
+
+
 class CoalescingTransport:
     """A connection's transport whose writes wait for the end of the event loop's pass, then go
     out as one (each ``send`` on a loopback or LAN socket costs the server a pass through the TCP
     stack, and the client a wake-up). Everything else is the transport's own; ``flush`` writes
     what waits (the protocol calls it when an answer is complete, before it looks at the buffer)."""
 
-    __slots__ = ("_loop", "_pending", "transport")
+    __slots__ = ("_loop", "_pending", "_size", "transport")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self.transport = transport
         self._loop = loop
         self._pending: list[bytes] = []
+        self._size = 0  # bytes in _pending
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not data:
             return
         if not self._pending:
             self._loop.call_soon(self.flush)
-        self._pending.append(bytes(data))
+        chunk = bytes(data)
+        self._pending.append(chunk)
+        self._size += len(chunk)
 
     def writelines(self, lines: Any) -> None:
         for data in lines:
@@ -155,25 +162,34 @@ class CoalescingTransport:
         pending = self._pending
         if not pending:
             return
-        data = pending[0] if len(pending) == 1 else b"".join(pending)
-        pending.clear()
-        if not self.transport.is_closing():
-            self.transport.write(data)
+        size, self._pending, self._size = self._size, [], 0
+        if self.transport.is_closing():
+            return
+        if len(pending) == 1:
+            self.transport.write(pending[0])
+        elif size <= JOIN_LIMIT:
+            self.transport.write(b"".join(pending))
+        else:
+            # Parts handed over as they are (one ``writev``): a large body is often one object
+            # shared by many answers (``/openapi.json``), which a transport keeps by reference
+            # until its reader takes it; a joined copy would be one per connection.
+            self.transport.writelines(pending)
 
     def get_write_buffer_size(self) -> int:
-        return self.transport.get_write_buffer_size() + sum(len(data) for data in self._pending)
+        return self.transport.get_write_buffer_size() + self._size
 
     def close(self) -> None:
         self.flush()
         self.transport.close()
 
     def abort(self) -> None:
-        self._pending.clear()
+        self.drop()
         self.transport.abort()
 
     def drop(self) -> None:
         """The connection is gone: nothing waits any more."""
         self._pending.clear()
+        self._size = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.transport, name)
