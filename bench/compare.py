@@ -5,6 +5,7 @@ Run from the repository root (not part of the test suite; a few minutes)::
 
     .venv/bin/python -m bench.compare                 # everything
     .venv/bin/python -m bench.compare turns startup   # some of it: turns startup memory burst fanout
+    .venv/bin/python -m bench.compare turns --against DIR  # the turns of the bridge from DIR too, same rounds
 
 The anchor is the npm package ``@sandbox-agent/cli-linux-x64@0.4.2`` (a prebuilt binary), installed
 with npm into ``~/.cache/acp-rest-bridge-bench`` (``ACP_BRIDGE_BENCH_CACHE`` to move it) on first use.
@@ -695,14 +696,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fanouts", type=int, default=2)
     parser.add_argument("--requests", type=int, default=1000, help="GETs per route and round (routes)")
     parser.add_argument("--bridge-root", type=Path, default=ROOT, help="run the bridge from this source tree")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="turns only: also the bridge from this source tree, a third server in the same rounds",
+    )
     args = parser.parse_args(argv)
     kinds: list[Server] = [Bridge(args.bridge_root.resolve()), Anchor()]
-    print(f"bench.compare: {machine_line()}; bridge from {_describe(args.bridge_root)}", flush=True)
+    against = f"; --against from {_describe(args.against)}" if args.against is not None else ""
+    print(f"bench.compare: {machine_line()}; bridge from {_describe(args.bridge_root)}{against}", flush=True)
     table = Table()
 
     if "turns" in args.parts:
         print(f"turns: {args.rounds} rounds x {args.turns} trivial turns per client style and server", flush=True)
-        figures = bench_turns(kinds, args.rounds, args.turns, warmup=20)
+        other: list[Server] = []
+        if args.against is not None:
+            # Another version of the bridge in the same rounds: the fairest comparison of two trees
+            # on a machine whose load changes from one run to the next.
+            second = Bridge(args.against.resolve())
+            second.name = "against"
+            other = [second]
+        figures = bench_turns([*kinds, *other], args.rounds, args.turns, warmup=20)
         targets = {"http.client": 2.2, "socket+SSE": None, "httpx+SSE": None}
         cpu_targets = {"http.client": 3.0, "socket+SSE": None, "httpx+SSE": None}
         for style, per in figures.items():
@@ -724,6 +738,15 @@ def main(argv: list[str] | None = None) -> int:
             text = "" if target is None else table.check(ratio <= target, f"<= {target}x")
             table.add(
                 f"server CPU per turn, {style}", f"{b.cpu_us:,.0f} us", f"{a.cpu_us:,.0f} us", f"{ratio:.2f}x", text
+            )
+        for style, per in figures.items() if other else ():
+            b, a, o = per["bridge"], per["anchor"], per["against"]
+            table.add(
+                f"  --against: turn p50 / server CPU, {style}",
+                f"{o.p50:.2f} ms / {o.cpu_us:,.0f} us",
+                "",
+                f"{o.p50 / a.p50:.2f}x / {o.cpu_us / a.cpu_us:.2f}x",
+                f"bridge / against: CPU {b.cpu_us / o.cpu_us:.2f}x",
             )
 
     if "startup" in args.parts:
