@@ -5,6 +5,7 @@ Run from the repository root (not part of the test suite; a few minutes)::
 
     .venv/bin/python -m bench.compare                 # everything
     .venv/bin/python -m bench.compare turns startup   # some of it: turns startup memory burst fanout
+    .venv/bin/python -m bench.compare turns --against DIR  # the turns of the bridge from DIR too, same rounds
 
 The anchor is the npm package ``@sandbox-agent/cli-linux-x64@0.4.2`` (a prebuilt binary), installed
 with npm into ``~/.cache/acp-rest-bridge-bench`` (``ACP_BRIDGE_BENCH_CACHE`` to move it) on first use.
@@ -125,6 +126,9 @@ class Running:
     ready_s: float = 0.0
     sessions: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    # The server's own CPU (user + system) when it first answered healthy: what the wall time of a
+    # start-up is made of on a loaded machine, where the wall time also counts waiting for a core.
+    started_cpu_s: float = 0.0
 
     @property
     def url(self) -> str:
@@ -170,7 +174,10 @@ class Bridge:
             proc = subprocess.Popen(argv, env=full_env, cwd=tmp, stdout=subprocess.DEVNULL)
             try:
                 healthy = _wait_healthy(port, proc, t0)
-                yield Running(self.name, port, proc, healthy, _wait_healthy(port, proc, t0, "/v1/sessions"))
+                cpu = cpu_seconds(proc.pid)
+                running = Running(self.name, port, proc, healthy, _wait_healthy(port, proc, t0, "/v1/sessions"))
+                running.started_cpu_s = cpu
+                yield running
             finally:
                 _stop(proc)
 
@@ -225,7 +232,7 @@ class Anchor:
             proc = subprocess.Popen(argv, env=full_env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
                 healthy = _wait_healthy(port, proc, t0)
-                yield Running(self.name, port, proc, healthy, healthy)
+                yield Running(self.name, port, proc, healthy, healthy, started_cpu_s=cpu_seconds(proc.pid))
             finally:
                 _stop(proc)
 
@@ -448,7 +455,9 @@ def bench_turns(kinds: list[Server], rounds: int, turns: int, warmup: int) -> di
 def bench_startup(kinds: list[Server], runs: int) -> dict[str, dict[str, list[float]]]:
     """Spawn -> healthy. The bridge's bytecode (its own and its libraries') is kept in a cache dir of
     this run, written by a first start ("cached"), or in a new empty one each time ("nothing cached")."""
-    out: dict[str, dict[str, list[float]]] = {k.name: {"cached": [], "ready": [], "uncached": []} for k in kinds}
+    out: dict[str, dict[str, list[float]]] = {
+        k.name: {"cached": [], "cpu": [], "ready": [], "uncached": []} for k in kinds
+    }
     with tempfile.TemporaryDirectory() as cache:
         cached = {"PYTHONPYCACHEPREFIX": cache, "PYTHONDONTWRITEBYTECODE": ""}
         for kind in kinds:  # one start first: bytecode written for the bridge, binary in the page cache
@@ -458,6 +467,7 @@ def bench_startup(kinds: list[Server], runs: int) -> dict[str, dict[str, list[fl
             for kind in kinds if run % 2 == 0 else kinds[::-1]:
                 with kind.run(cached) as server:
                     out[kind.name]["cached"].append(server.started_s * 1000)
+                    out[kind.name]["cpu"].append(server.started_cpu_s * 1000)
                     out[kind.name]["ready"].append(server.ready_s * 1000)
                 if isinstance(kind, Bridge):
                     with (
@@ -686,14 +696,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fanouts", type=int, default=2)
     parser.add_argument("--requests", type=int, default=1000, help="GETs per route and round (routes)")
     parser.add_argument("--bridge-root", type=Path, default=ROOT, help="run the bridge from this source tree")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="turns only: also the bridge from this source tree, a third server in the same rounds",
+    )
     args = parser.parse_args(argv)
     kinds: list[Server] = [Bridge(args.bridge_root.resolve()), Anchor()]
-    print(f"bench.compare: {machine_line()}; bridge from {_describe(args.bridge_root)}", flush=True)
+    against = f"; --against from {_describe(args.against)}" if args.against is not None else ""
+    print(f"bench.compare: {machine_line()}; bridge from {_describe(args.bridge_root)}{against}", flush=True)
     table = Table()
 
     if "turns" in args.parts:
         print(f"turns: {args.rounds} rounds x {args.turns} trivial turns per client style and server", flush=True)
-        figures = bench_turns(kinds, args.rounds, args.turns, warmup=20)
+        other: list[Server] = []
+        if args.against is not None:
+            # Another version of the bridge in the same rounds: the fairest comparison of two trees
+            # on a machine whose load changes from one run to the next.
+            second = Bridge(args.against.resolve())
+            second.name = "against"
+            other = [second]
+        figures = bench_turns([*kinds, *other], args.rounds, args.turns, warmup=20)
         targets = {"http.client": 2.2, "socket+SSE": None, "httpx+SSE": None}
         cpu_targets = {"http.client": 3.0, "socket+SSE": None, "httpx+SSE": None}
         for style, per in figures.items():
@@ -716,6 +739,15 @@ def main(argv: list[str] | None = None) -> int:
             table.add(
                 f"server CPU per turn, {style}", f"{b.cpu_us:,.0f} us", f"{a.cpu_us:,.0f} us", f"{ratio:.2f}x", text
             )
+        for style, per in figures.items() if other else ():
+            b, a, o = per["bridge"], per["anchor"], per["against"]
+            table.add(
+                f"  --against: turn p50 / server CPU, {style}",
+                f"{o.p50:.2f} ms / {o.cpu_us:,.0f} us",
+                "",
+                f"{o.p50 / a.p50:.2f}x / {o.cpu_us / a.cpu_us:.2f}x",
+                f"bridge / against: CPU {b.cpu_us / o.cpu_us:.2f}x",
+            )
 
     if "startup" in args.parts:
         print(f"startup: {args.startup_runs} runs each", flush=True)
@@ -727,6 +759,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{anchor:.0f} ms",
             f"{ours / anchor:.1f}x",
             table.check(ours <= 150, "<= 150 ms"),
+        )
+        ours, anchor = statistics.median(starts["bridge"]["cpu"]), statistics.median(starts["anchor"]["cpu"])
+        table.add(
+            "  its CPU, median (the server's own, at that moment)",
+            f"{ours:.0f} ms",
+            f"{anchor:.0f} ms",
+            f"{ours / anchor:.1f}x" if anchor > 0 else "-",
         )
         ours, anchor = statistics.median(starts["bridge"]["ready"]), statistics.median(starts["anchor"]["ready"])
         table.add(

@@ -15,12 +15,14 @@ the server handles it, on its event loop thread, this counts:
 - ``syscalls``: read- and write-like system calls of the event loop thread (``syscr`` + ``syscw``
   of its ``/proc/self/task/<tid>/io``: socket and pipe reads and writes, the database's ``pwrite``);
 - ``statements``: SQL statements the event store's connections ran, on any thread (``PRAGMA``s,
-  which the writer's housekeeping runs when idle, left out).
+  which the writer's housekeeping runs when idle, left out);
+- ``threads``: threads that ran Python code for it: each beyond the event loop's is a hand-off
+  (a wake-up, a switch, the interpreter lock passed back and forth), which no count of calls shows.
 
 Each figure is what the request adds to counting nothing, and the smallest of ``REPEAT`` runs:
 where work is batched by timing (a writer thread that takes two batches as one when it wakes
 late), the cheapest run is the one a count can rely on. Nothing here is a timing.
-``.venv/bin/python -m tests.cost`` prints the counts (README: re-baselining).
+``.venv/bin/python -m tests.cost`` prints the counts (CONTRIBUTING.md: re-baselining).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class Cost:
     c_calls: int
     syscalls: int
     statements: int
+    threads: int
 
     def __str__(self) -> str:
         return ", ".join(f"{f.name} {getattr(self, f.name):,}" for f in fields(self))
@@ -276,7 +279,8 @@ class CountedServer:
             finally:
                 after = self._run(self._end())
             calls, bridge_calls, c_calls = self._calls
-            runs.append(Cost(calls, bridge_calls, c_calls, after - before, self.statements))
+            threads = sum(1 for counts in self._threads.values() if counts[0])
+            runs.append(Cost(calls, bridge_calls, c_calls, after - before, self.statements, threads))
         return Cost(*(min(getattr(run, f.name) for run in runs) for f in fields(Cost)))
 
     def measure(self, action: Callable[[], None]) -> Cost:
