@@ -35,6 +35,10 @@ from app.events.model import ERROR, EventDraft, raw_json_text
 from .store import EventStore
 from .stored import StoredEvent as StoredEvent  # the log's events; importable from here too
 
+# How long a page waits for the commit of what this bridge recorded before it was asked for; past
+# that (a store that cannot write) it answers with what is visible.
+PAGE_SETTLE = 1.0
+
 
 def trim_heap() -> None:
     trim = _malloc_trim()
@@ -424,6 +428,10 @@ class SessionEventLog:
         """The events of a legacy GET /events page in batches: sequence > offset, at most
         ``limit + 1`` of them (the one past the limit only tells that there is more)."""
         wanted = None if limit is None else limit + 1
+        if self.last_sequence > self.visible_sequence:
+            # What this bridge recorded before the request is in the page once committed (a few ms):
+            # another bridge, woken by the commit itself, may already have shown it to the client.
+            await self.settled(PAGE_SETTLE)
         self._catch_up()
         end = self.visible_sequence  # events recorded while the page is read belong to the next one
         after = offset

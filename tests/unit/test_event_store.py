@@ -407,6 +407,17 @@ async def test_settled_waits_until_what_was_appended_is_committed(store: Store) 
     assert await log.settled(0.05) is False  # bounded: the request answers anyway
 
 
+async def test_a_page_has_what_this_bridge_recorded_before_it_once_committed(store: Store) -> None:
+    """Another bridge, woken by the commit itself, may show an event to a client before this
+    bridge's writer hears that it committed: a page asked for then still has it."""
+    store.COALESCE = 0.2  # the writer holds the batch a while
+    log = SessionEventLog("s1", store)
+    fill(log, 5)
+    assert log.visible_sequence < 5
+    events, more = await log.page(0, None)
+    assert seqs(events) == [1, 2, 3, 4, 5] and not more
+
+
 # ---- the writer never dies --------------------------------------------------------------------
 async def wait_for(predicate: Callable[[], object], timeout: float = 10) -> None:
     """Until the writer's notices, delivered on this loop, make ``predicate`` true."""
