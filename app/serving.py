@@ -127,7 +127,8 @@ def limit_unsent(transport: asyncio.BaseTransport) -> None:
         pass
 
 
-# Writes of one pass up to this many bytes together are joined into one; larger ones go as they are.
+# Writes of one pass up to this many bytes together are joined into one; beyond, a part this large
+# goes as it is, the small ones between such parts joined.
 JOIN_LIMIT = 16 * 1024
 
 
@@ -170,10 +171,26 @@ class CoalescingTransport:
         elif size <= JOIN_LIMIT:
             self.transport.write(b"".join(pending))
         else:
-            # Parts handed over as they are (one ``writev``): a large body is often one object
-            # shared by many answers (``/openapi.json``), which a transport keeps by reference
-            # until its reader takes it; a joined copy would be one per connection.
-            self.transport.writelines(pending)
+            # A large part is handed over as it is: it is often one object shared by many answers
+            # (``/openapi.json``), which a transport keeps by reference until its reader takes it;
+            # a joined copy would be one per connection. The small ones around it are joined (a
+            # transport handles many small parts one by one: an SSE burst's frames).
+            parts: list[bytes] = []
+            small: list[bytes] = []
+            for data in pending:
+                if len(data) < JOIN_LIMIT:
+                    small.append(data)
+                    continue
+                if small:
+                    parts.append(b"".join(small))
+                    small = []
+                parts.append(data)
+            if small:
+                parts.append(b"".join(small))
+            if len(parts) == 1:
+                self.transport.write(parts[0])
+            else:
+                self.transport.writelines(parts)
 
     def get_write_buffer_size(self) -> int:
         return self.transport.get_write_buffer_size() + self._size

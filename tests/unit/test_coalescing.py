@@ -45,3 +45,19 @@ async def test_small_writes_of_one_pass_are_joined_and_a_large_body_goes_by_refe
     assert kind == "writelines" and parts[1] is shared
     await asyncio.sleep(0)  # the pass's own flush finds nothing left
     assert len(below.writes) == 2
+
+    # Many small parts (an SSE burst's frames) past the limit: joined, around a large one.
+    frames = [b"data: %d\n\n" % i for i in range(3000)]
+    for frame in frames[:1500]:
+        transport.write(frame)
+    transport.write(shared)
+    for frame in frames[1500:]:
+        transport.write(frame)
+    transport.flush()
+    kind, parts = below.writes[-1]
+    assert kind == "writelines" and len(parts) == 3 and parts[1] is shared
+    assert parts[0] + parts[2] == b"".join(frames)
+    for frame in frames:  # only small ones, 34 KiB in all: one write
+        transport.write(frame)
+    transport.flush()
+    assert below.writes[-1] == ("write", b"".join(frames))
