@@ -17,6 +17,7 @@ from pathlib import Path
 from app.acp.orphans import ProcessRegistry
 from app.fs.paths import TEMPS
 from app.fs.temps import TempBook
+from app.process_group import pid_exists
 from app.settings import Settings
 
 _PRIVATE = re.compile(r"acp-rest-bridge-(\d+)-[0-9a-f]+")
@@ -47,16 +48,6 @@ def remove(settings: Settings) -> None:
         shutil.rmtree(settings.resolved_data_dir(), ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's
-    return True
-
-
 def remove_stale(parent: Path) -> None:
     """Private data dirs of this user whose server is gone."""
     try:
@@ -66,7 +57,7 @@ def remove_stale(parent: Path) -> None:
     uid = os.getuid()
     for entry in entries:
         match = _PRIVATE.fullmatch(entry.name)
-        if match is None or _alive(int(match.group(1))):
+        if match is None or pid_exists(int(match.group(1))):
             continue
         try:
             if entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == uid:

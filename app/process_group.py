@@ -65,7 +65,8 @@ class Recorder(Protocol):
         ...
 
 
-def _exists(pid: int) -> bool:
+def pid_exists(pid: int) -> bool:
+    """Whether a process with this id exists (another user's included)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -127,7 +128,7 @@ class ProcessGroup:
         """Send ``sig`` to the whole group. Once the leader is reaped, its number is free for reuse
         when the group's last member is gone: then only while no process has taken that pid
         (a reused pid leads a group of another's)."""
-        if self.proc.returncode is not None and _exists(self.pid):
+        if self.proc.returncode is not None and pid_exists(self.pid):
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, sig)

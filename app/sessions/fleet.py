@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from app.errors import StorageUnavailable, StreamError
 from app.events.store import StoreError
+from app.process_group import pid_exists
 
 from .remote import RemoteSession
 
@@ -113,16 +114,6 @@ def host_identity() -> str:
     except OSError:
         namespace = ""
     return f"{socket.gethostname()} {boot} {namespace}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Lease(NamedTuple):
@@ -220,7 +211,7 @@ class Fleet:
             if row is not None and row[4] and row[0] != self.instance:
                 _, host, pid, expires, _, left = row
                 if host == me[2]:
-                    if pid != os.getpid() and _alive(pid):
+                    if pid != os.getpid() and pid_exists(pid):
                         raise FleetConflict(
                             f"another bridge on this machine (pid {pid}) already advertises {self.url}: "
                             "give each bridge its own --advertise-url"
