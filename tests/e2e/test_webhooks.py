@@ -200,8 +200,11 @@ def test_a_delivery_that_keeps_failing_is_given_up_counted_and_logged(tmp_path: 
         assert client.post("/v1/sessions/wh-fail/terminate").status_code == 204
         assert wait_until(lambda: len(receiver.accepted()) >= 1, 20)  # session.ended, after the failure
         assert receiver.ids().count(webhook_id("wh-fail", 1)) == 3
+        # Counted once the bridge has read the answer, a moment after the receiver sent it.
+        delivered = lambda: metric(client, "acp_bridge_webhook_deliveries_total", outcome="delivered")  # noqa: E731
+        assert wait_until(lambda: delivered() >= 1, 10)
         assert metric(client, "acp_bridge_webhook_deliveries_total", outcome="failed") == 1
-        assert metric(client, "acp_bridge_webhook_deliveries_total", outcome="delivered") == 1
+        assert delivered() == 1
         assert wait_until(lambda: "failed after 3 tries" in bridge.log(), 5), bridge.log()
         # At warning, so a failing receiver shows at the default log level.
         (given_up,) = [line for line in bridge.log().splitlines() if "failed after 3 tries" in line]
